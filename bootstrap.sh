@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One-step set-up for a fresh machine, then the job you ask for:
+#   bash bootstrap.sh run    set-up + the main job on the embedded MuJoCo default
+#   bash bootstrap.sh test   set-up + ruff + the whole test suite
+# Set-up is idempotent: it reinstalls only when pyproject.toml changed since the last install.
+set -euo pipefail
+cd "$(dirname "$0")"
+root=$(pwd)
+venv="$root/.venv"
+python=${PYTHON:-python3.11}
+command -v "$python" >/dev/null || python=python3
+
+setup() {
+    local stamp="$venv/.installed" want
+    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return
+    fi
+    echo "[bootstrap] creating $venv and installing the stack (a few minutes on a fresh machine)"
+    [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+    pip_quiet install --upgrade pip
+    pip_quiet install -e ".[ros,dev]"
+    echo "$want" >"$stamp"
+}
+
+pip_quiet() {
+    # This machine's pip configuration lists local mirrors that may be absent; drop that noise only.
+    "$venv/bin/python" -m pip -q "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+    return "${PIPESTATUS[0]}"
+}
+
+export_env() {
+    # ros-wheels-bootstrapper re-executes Python with the ROS library path; this picks the DDS layer.
+    export RMW_IMPLEMENTATION=rmw_fastrtps_cpp
+    export MUJOCO_GL=${MUJOCO_GL:-egl}
+    export PATH="$venv/bin:$PATH"
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+    run)
+        setup; export_env
+        # Until the simulator and OPD land, the main job is the encoder benchmark on this machine.
+        echo "[bootstrap] main job: agent bench encoder (the MuJoCo graph run replaces it once sim/ lands)"
+        exec agent bench encoder "$@"
+        ;;
+    test)
+        setup; export_env
+        ruff check .
+        exec python -m pytest "$@"
+        ;;
+    setup)
+        setup
+        ;;
+    *)
+        echo "usage: bash bootstrap.sh run|test|setup [args...]" >&2
+        exit 2
+        ;;
+esac

@@ -1,0 +1,221 @@
+"""Export the student (encoder + deterministic head) and the state predictor as one artifact directory.
+
+Files: encoder.onnx, policy.onnx, predictor.onnx (and encoder.int8.onnx with `int8=True`), the torch
+weights they came from (student.pt, predictor.pt, for the `torch` reference backend), and manifest.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from policies.artifact import ARTIFACT_FORMAT, MANIFEST, sha256_file
+from policies.quantize import load_calibration, quantize_int8, synthetic_calibration
+from policies.skill_contract import SkillContract
+from policies.state_predictor import PredictorConfig, StatePredictor
+from policies.student_policy import StudentConfig, StudentPolicy
+
+log = logging.getLogger(__name__)
+
+# Pinned: runtimes and TensorRT parsers are validated against this opset. Change only with a re-export
+# of every artifact and a rerun of the parity tests.
+ONNX_OPSET = 18
+
+DEFAULT_STUDENT_CONFIG = Path(__file__).parent / "configs" / "student.yaml"
+DEFAULT_PREDICTOR_CONFIG = Path(__file__).parent / "configs" / "predictor.yaml"
+DEFAULT_CONTRACT = Path(__file__).parents[1] / "sim" / "robots" / "diffbot" / "skills.yaml"
+
+
+def export_artifact(
+    out_dir: str | Path,
+    student_cfg: StudentConfig | None = None,
+    contract: SkillContract | None = None,
+    predictor_cfg: PredictorConfig | None = None,
+    student_weights: str | Path | None = None,
+    predictor_weights: str | Path | None = None,
+    int8: bool = False,
+    calibration: str | Path | None = None,
+    seed: int = 0,
+) -> Path:
+    """Build the models (loading weights when given), export them and write the manifest.
+
+    The directory is written next to its final place and renamed into it, so a crash never leaves a
+    half-written artifact behind.
+    """
+    out_dir = Path(out_dir)
+    student_cfg = student_cfg or StudentConfig.from_yaml(DEFAULT_STUDENT_CONFIG)
+    contract = contract or SkillContract.load(DEFAULT_CONTRACT)
+    predictor_cfg = predictor_cfg or PredictorConfig.from_yaml(DEFAULT_PREDICTOR_CONFIG)
+    if predictor_cfg.in_dim is None:
+        predictor_cfg = predictor_cfg.model_copy(update={"in_dim": student_cfg.encoder.embed_dim})
+    if predictor_cfg.in_dim != student_cfg.encoder.embed_dim:
+        raise ValueError(
+            f"predictor.in_dim ({predictor_cfg.in_dim}) must equal encoder.embed_dim "
+            f"({student_cfg.encoder.embed_dim}): the predictor reads state embeddings"
+        )
+    torch.manual_seed(seed)
+    student = StudentPolicy(student_cfg, contract).eval()
+    predictor = StatePredictor(predictor_cfg).eval()
+    sources = {
+        "student": _load_weights(student, student_weights, "student"),
+        "image_trunk": student.encoder.weights_source,
+        "predictor": _load_weights(predictor, predictor_weights, "predictor"),
+    }
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        encoder, head = student.deployed_encoder(), student.deployed_head()
+        models = {
+            "encoder": _export_onnx(encoder, tmp / "encoder.onnx"),
+            "policy": _export_onnx(head, tmp / "policy.onnx"),
+            "predictor": _export_onnx(predictor, tmp / "predictor.onnx", batch_axes=_predictor_axes()),
+        }
+        if int8:
+            feeds = (
+                load_calibration(Path(calibration))
+                if calibration
+                else synthetic_calibration(models["encoder"])
+            )
+            quantize_int8(tmp / "encoder.onnx", tmp / "encoder.int8.onnx", feeds)
+            models["encoder"]["int8"] = "encoder.int8.onnx"
+            models["encoder"]["int8_calibration"] = str(calibration) if calibration else "synthetic"
+        torch.save(student.state_dict(), tmp / "student.pt")
+        torch.save(predictor.state_dict(), tmp / "predictor.pt")
+        manifest = _manifest(student_cfg, contract, predictor_cfg, models, sources, tmp)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+        out_dir.chmod(0o755)  # mkdtemp creates 0700; an artifact is meant to be shared
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("exported artifact to %s (weights: %s)", out_dir, sources)
+    return out_dir
+
+
+def _load_weights(module: nn.Module, path: str | Path | None, what: str) -> str:
+    if path is None:
+        log.info("%s: no weights file given, exporting the random initialisation", what)
+        return "random-init"
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    module.load_state_dict(state)
+    return str(path)
+
+
+def _predictor_axes() -> tuple[dict[int, str], ...]:
+    # frames (B, T, F): batch axis 0; h0, c0 (L, B, H): batch axis 1.
+    return ({0: "batch"}, {1: "batch"}, {1: "batch"})
+
+
+def _export_onnx(module: nn.Module, path: Path, batch_axes: tuple[dict[int, str], ...] | None = None) -> dict:
+    """Export with a dynamic batch axis; return the model's manifest entry."""
+    names = module.input_names
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    axes = batch_axes or tuple({0: "batch"} for _ in names)
+    dynamic = tuple({ax: batch for ax in a} for a in axes)
+    with warnings.catch_warnings(), _quiet("onnxscript", "onnx_ir", "torch.onnx"):
+        warnings.simplefilter("ignore")  # exporter chatter about internal torch deprecations
+        torch.onnx.export(
+            module, module.dummy_inputs(2), str(path), dynamo=True, opset_version=ONNX_OPSET,
+            input_names=list(names), output_names=list(module.output_names), dynamic_shapes=dynamic,
+            external_data=False, verbose=False,
+        )  # fmt: skip
+    return {"onnx": path.name, **module.io_spec()}
+
+
+@contextmanager
+def _quiet(*loggers: str) -> Iterator[None]:
+    """Silence the exporter's per-node INFO logging while exporting."""
+    saved = {name: logging.getLogger(name).level for name in loggers}
+    for name in loggers:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def _manifest(
+    student_cfg: StudentConfig,
+    contract: SkillContract,
+    predictor_cfg: PredictorConfig,
+    models: dict,
+    sources: dict,
+    root: Path,
+) -> dict:
+    ec = student_cfg.encoder
+    files = sorted(p.name for p in root.iterdir() if p.is_file())
+    return {
+        "format": ARTIFACT_FORMAT,
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "opset": ONNX_OPSET,
+        "versions": {
+            "agent-stack": _version("agent-stack"),
+            "torch": torch.__version__,
+            "onnx": _version("onnx"),
+            "onnxruntime": _version("onnxruntime"),
+            "python": platform.python_version(),
+        },
+        "weights_source": sources,
+        "preprocessing": {
+            "image": {
+                "layout": "NHWC",
+                "channels": "RGB",
+                "dtype": "uint8",
+                "height": ec.image.height,
+                "width": ec.image.width,
+                "normalisation": "inside the graph: (x / 255 - mean) / std per channel; feed raw pixels",
+                "mean": list(ec.image.mean),
+                "std": list(ec.image.std),
+            },
+            "imu": {
+                "window": ec.imu.window,
+                "rate_hz": ec.imu.rate_hz,
+                "window_s": ec.imu.window_s,
+                "order": "oldest sample first, the last sample at the image stamp",
+                "channels": ["accel_x", "accel_y", "accel_z", "gyro_x", "gyro_y", "gyro_z"],
+                "units": ["m/s^2"] * 3 + ["rad/s"] * 3,
+                "normalisation": (
+                    f"inside the graph: accel / {ec.imu.accel_scale}, gyro / {ec.imu.gyro_scale}"
+                ),
+            },
+            "progress": "task progress in [0, 1]",
+            "step": "control steps since episode start, float32",
+        },  # fmt: skip
+        "models": models,
+        "skill_contract": contract.model_dump(mode="json"),
+        "action_layout": {
+            "skill": contract.names,
+            "params": [
+                {"slot": i, "skill": s.name, "name": p.name, "unit": p.unit, "low": p.low, "high": p.high}
+                for i, (s, p) in enumerate((s, p) for s in contract.skills for p in s.params)
+            ],
+        },
+        "config": {
+            "student": student_cfg.model_dump(mode="json"),
+            "predictor": predictor_cfg.model_dump(mode="json"),
+        },
+        "weights": {"student": "student.pt", "predictor": "predictor.pt"},
+        "files": {f: {"sha256": sha256_file(root / f), "bytes": (root / f).stat().st_size} for f in files},
+    }
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,46 @@
+"""ONNX Runtime backend: CPU by default, CUDA execution provider when the installed build has it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from policies.artifact import Artifact
+from policies.runtime.base import BackendUnavailable
+
+
+class OnnxRuntimeRunner:
+    """One InferenceSession over the artifact's fp32 or int8 graph."""
+
+    backend = "onnxruntime"
+
+    def __init__(
+        self, artifact: Artifact, name: str, precision: str = "fp32", threads: int | None = None
+    ) -> None:
+        import onnxruntime as ort
+
+        entry = artifact.model(name)
+        if precision == "int8":
+            if "int8" not in entry:
+                raise BackendUnavailable(
+                    f"{artifact.root}: no INT8 {name} graph; export with `agent export --int8`"
+                )
+            filename = entry["int8"]
+        elif precision == "fp32":
+            filename = entry["onnx"]
+        else:
+            raise ValueError(f"onnxruntime precision must be fp32 or int8, got {precision!r}")
+        self.precision = precision
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if threads:
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+        available = ort.get_available_providers()
+        providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+        self.session = ort.InferenceSession(str(artifact.path(filename)), opts, providers=providers)
+        self.providers = self.session.get_providers()
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outs = self.session.run(self.output_names, feeds)
+        return dict(zip(self.output_names, outs, strict=True))

@@ -1,0 +1,46 @@
+"""Eager PyTorch backend: the reference every other backend is compared against."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from policies.artifact import Artifact
+from policies.skill_contract import SkillContract
+from policies.state_predictor import PredictorConfig, StatePredictor
+from policies.student_policy import StudentConfig, StudentPolicy
+
+
+class TorchRunner:
+    """Rebuild the exported module from the manifest's config and weights and run it eagerly."""
+
+    backend = "torch"
+    precision = "fp32"
+
+    def __init__(self, artifact: Artifact, name: str, threads: int | None = None) -> None:
+        if threads:
+            torch.set_num_threads(threads)
+        self.module = build_module(artifact, name).eval()
+        self.input_names = [i["name"] for i in artifact.model(name)["inputs"]]
+        self.output_names = [o["name"] for o in artifact.model(name)["outputs"]]
+
+    @torch.inference_mode()
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        args = [torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in self.input_names]
+        outs = self.module(*args)
+        return {n: o.numpy() for n, o in zip(self.output_names, outs, strict=True)}
+
+
+def build_module(artifact: Artifact, name: str) -> nn.Module:
+    """Deployed module `name` (encoder | policy | predictor) with the artifact's weights (weights_only)."""
+    cfg = artifact.manifest["config"]
+    weights = artifact.manifest["weights"]
+    if name == "predictor":
+        module = StatePredictor(PredictorConfig.from_dict(cfg["predictor"], "manifest.config.predictor"))
+        module.load_state_dict(torch.load(artifact.path(weights["predictor"]), weights_only=True))
+        return module
+    contract = SkillContract.from_dict(artifact.manifest["skill_contract"], "manifest.skill_contract")
+    student = StudentPolicy(StudentConfig.from_dict(cfg["student"], "manifest.config.student"), contract)
+    student.load_state_dict(torch.load(artifact.path(weights["student"]), weights_only=True))
+    return student.deployed_encoder() if name == "encoder" else student.deployed_head()

@@ -1,0 +1,47 @@
+"""`agent export`: write the deployment artifact (ONNX graphs, weights, manifest with hashes)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out", type=Path, default=Path("artifacts/student"), help="artifact directory to write"
+    )
+    parser.add_argument(
+        "--config", type=Path, help="student config YAML (default policies/configs/student.yaml)"
+    )
+    parser.add_argument("--predictor-config", type=Path, help="predictor config YAML")
+    parser.add_argument("--contract", type=Path, help="skill contract YAML (default: the MuJoCo diffbot's)")
+    parser.add_argument("--student-weights", type=Path, help="student state_dict (.pt); default: random init")
+    parser.add_argument(
+        "--predictor-weights", type=Path, help="predictor state_dict (.pt); default: random init"
+    )
+    parser.add_argument(
+        "--int8", action="store_true", help="also write an INT8 encoder for ONNX Runtime on CPUs"
+    )
+    parser.add_argument("--calibration", type=Path, help="INT8 calibration inputs (.npz); default: synthetic")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random initialisation")
+
+
+def run(args: argparse.Namespace) -> int:
+    from policies.export import export_artifact
+    from policies.skill_contract import SkillContract
+    from policies.state_predictor import PredictorConfig
+    from policies.student_policy import StudentConfig
+
+    out = export_artifact(
+        args.out,
+        student_cfg=StudentConfig.from_yaml(args.config) if args.config else None,
+        contract=SkillContract.load(args.contract) if args.contract else None,
+        predictor_cfg=PredictorConfig.from_yaml(args.predictor_config) if args.predictor_config else None,
+        student_weights=args.student_weights,
+        predictor_weights=args.predictor_weights,
+        int8=args.int8,
+        calibration=args.calibration,
+        seed=args.seed,
+    )
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,82 @@
+import pytest
+import torch
+import torchvision
+
+from policies.config import ConfigError
+from policies.encoder import EncoderConfig, StateEncoder
+from policies.fusion import MODALITIES
+from policies.image_encoder import ImageConfig
+from policies.student_policy import StudentPolicy
+
+
+def _inputs(cfg: EncoderConfig, batch: int = 3) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(0)
+    return (
+        torch.randint(0, 256, (batch, cfg.image.height, cfg.image.width, 3), dtype=torch.uint8, generator=g),
+        torch.randn(batch, cfg.imu.window, 6, generator=g),
+        torch.tensor([0, 1, 2])[:batch],
+        torch.rand(batch, generator=g),
+        torch.randint(0, 500, (batch,), generator=g).float(),
+    )
+
+
+def test_encoder_shapes_and_gates(tiny_cfg, contract):
+    enc = StateEncoder(tiny_cfg.encoder, contract.num_skills).eval()
+    emb, gates = enc(*_inputs(tiny_cfg.encoder))
+    assert emb.shape == (3, tiny_cfg.encoder.embed_dim)
+    assert gates.shape == (3, len(MODALITIES))
+    assert torch.all((gates > 0) & (gates < 1))
+    assert torch.all(torch.isfinite(emb))
+
+
+def test_every_modality_changes_the_embedding(tiny_cfg, contract):
+    torch.manual_seed(0)
+    enc = StateEncoder(tiny_cfg.encoder, contract.num_skills).eval()
+    base = _inputs(tiny_cfg.encoder, 1)
+    ref, _ = enc(*base)
+    for i, name in enumerate(["image", "imu", "skill", "progress", "step"]):
+        changed = list(base)
+        x = changed[i]
+        changed[i] = (255 - x) if x.dtype == torch.uint8 else (x + 1 if name != "progress" else 1 - x)
+        if name == "skill":
+            changed[i] = torch.tensor([2])
+        out, _ = enc(*changed)
+        assert not torch.allclose(out, ref), f"{name} has no effect on the embedding"
+
+
+def test_config_validation_names_fields():
+    with pytest.raises(ConfigError, match="fusion"):
+        EncoderConfig.from_dict({"fusion": {"dim": 30, "heads": 4}})
+    with pytest.raises(ConfigError, match="image.height"):
+        EncoderConfig.from_dict({"image": {"height": 100}})
+    with pytest.raises(ConfigError, match="image.backbone"):
+        EncoderConfig.from_dict({"image": {"backbone": "vit"}})
+    with pytest.raises(ConfigError, match="imu.window"):
+        EncoderConfig.from_dict({"imu": {"window": 0}})
+
+
+def test_loads_a_local_trunk_weights_file_and_says_which(tmp_path, tiny_cfg, contract):
+    torch.manual_seed(3)
+    ref = torchvision.models.resnet18(weights=None)
+    path = tmp_path / "r18.pt"
+    torch.save(ref.state_dict(), path)
+    cfg = tiny_cfg.model_copy(deep=True)
+    cfg.encoder.image = ImageConfig(backbone="resnet18", height=64, width=64, weights=str(path))
+    policy = StudentPolicy(cfg, contract)
+    assert policy.encoder.weights_source == str(path)
+    torch.testing.assert_close(policy.encoder.image.trunk[0].weight, ref.conv1.weight)
+    assert StudentPolicy(tiny_cfg, contract).encoder.weights_source == "random-init"
+
+
+def test_missing_or_mismatched_weights_are_refused(tmp_path, tiny_cfg, contract):
+    cfg = tiny_cfg.model_copy(deep=True)
+    cfg.encoder.image = ImageConfig(
+        backbone="resnet18", height=64, width=64, weights=str(tmp_path / "none.pt")
+    )
+    with pytest.raises(FileNotFoundError, match="image.weights"):
+        StudentPolicy(cfg, contract)
+    wrong = tmp_path / "r34.pt"
+    torch.save(torchvision.models.resnet34(weights=None).state_dict(), wrong)
+    cfg.encoder.image = ImageConfig(backbone="resnet18", height=64, width=64, weights=str(wrong))
+    with pytest.raises(ValueError, match="unexpected keys"):
+        StudentPolicy(cfg, contract)

@@ -1,0 +1,213 @@
+"""Export -> artifact -> runtimes: parity with the torch reference, integrity checks, input checks."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from policies.artifact import ARTIFACT_FORMAT, Artifact, ArtifactError
+from policies.export import ONNX_OPSET, export_artifact
+from policies.runtime import BackendUnavailable, load_model, load_student
+from policies.state_predictor import PredictorConfig
+
+# Documented parity tolerance of the fp32 ONNX Runtime (and TensorRT fp32) backends against torch eager.
+EMBED_ATOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory, tiny_cfg, contract):
+    out = tmp_path_factory.mktemp("art") / "student"
+    pred = PredictorConfig(in_dim=tiny_cfg.encoder.embed_dim, out_dim=6, hidden=16)
+    return export_artifact(out, student_cfg=tiny_cfg, contract=contract, predictor_cfg=pred, int8=True)
+
+
+def _cases(rt, n_random: int = 6) -> list[tuple]:
+    """Random observations plus edge cases: black and saturated frames, zero IMU, progress 0 and 1."""
+    rng = np.random.default_rng(0)
+    h, w = rt.image_hw
+    window = rt.imu_window
+    cases = [
+        (rng.integers(0, 256, (h, w, 3), dtype=np.uint8), rng.normal(0, 3, (window, 6)).astype(np.float32),
+         int(rng.integers(0, rt.contract.num_skills)), float(rng.uniform()), float(rng.integers(0, 500)))
+        for _ in range(n_random)
+    ]  # fmt: skip
+    cases.append((np.zeros((h, w, 3), np.uint8), np.zeros((window, 6), np.float32), 0, 0.0, 0.0))
+    cases.append((np.full((h, w, 3), 255, np.uint8), np.zeros((window, 6), np.float32), 2, 1.0, 1999.0))
+    return cases
+
+
+def test_manifest_describes_everything_a_deployer_needs(artifact, contract):
+    m = Artifact.load(artifact).manifest
+    assert m["format"] == ARTIFACT_FORMAT and m["opset"] == ONNX_OPSET
+    assert {"torch", "onnx", "onnxruntime", "python"} <= set(m["versions"])
+    assert m["preprocessing"]["image"]["dtype"] == "uint8" and m["preprocessing"]["image"]["layout"] == "NHWC"
+    assert m["preprocessing"]["imu"]["window"] == 32 and m["preprocessing"]["imu"]["rate_hz"] > 0
+    assert m["skill_contract"]["skills"][0]["name"] == contract.names[0]
+    assert [i["name"] for i in m["models"]["encoder"]["inputs"]] == [
+        "image",
+        "imu",
+        "skill",
+        "progress",
+        "step",
+    ]
+    assert len(m["action_layout"]["params"]) == contract.num_params
+    for f in ("encoder.onnx", "policy.onnx", "predictor.onnx", "encoder.int8.onnx", "student.pt"):
+        assert len(m["files"][f]["sha256"]) == 64
+    assert m["weights_source"]["student"] == "random-init"
+
+
+def test_onnxruntime_matches_torch_on_random_and_edge_inputs(artifact):
+    ref = load_student(artifact, "torch")
+    ort = load_student(artifact, "onnxruntime")
+    for case in _cases(ref):
+        e_ref, g_ref = ref.encode(*case)
+        e_ort, g_ort = ort.encode(*case)
+        np.testing.assert_allclose(e_ort, e_ref, atol=EMBED_ATOL, rtol=0)
+        np.testing.assert_allclose(g_ort, g_ref, atol=EMBED_ATOL, rtol=0)
+        l_ref, s_ref, p_ref = ref.act(e_ref)
+        l_ort, s_ort, p_ort = ort.act(e_ref)
+        assert s_ort == s_ref
+        np.testing.assert_allclose(p_ort, p_ref, atol=1e-5)
+        np.testing.assert_allclose(l_ort, l_ref, atol=1e-5)
+
+
+def test_batched_calls_match_single_calls(artifact):
+    ort = load_student(artifact, "onnxruntime")
+    cases = _cases(ort, 3)
+    batch = [np.stack([c[i] for c in cases]) for i in range(5)]
+    emb, gates = ort.encode(*batch)
+    assert emb.shape[0] == len(cases)
+    for i, c in enumerate(cases):
+        np.testing.assert_allclose(emb[i], ort.encode(*c)[0], atol=1e-5)
+
+
+def test_actions_lie_in_contract_bounds(artifact, contract):
+    ort = load_student(artifact, "onnxruntime")
+    lay = contract.layout
+    rng = np.random.default_rng(1)
+    _, skills, params = ort.act(rng.normal(0, 50, size=(64, ort.embed_dim)).astype(np.float32))
+    assert np.all((params >= lay.low - 1e-6) & (params <= lay.high + 1e-6))
+    assert np.all((skills >= 0) & (skills < contract.num_skills))
+
+
+def test_int8_encoder_agrees_with_fp32(artifact):
+    ref = load_student(artifact, "onnxruntime")
+    q = load_student(artifact, "onnxruntime", precision="int8")
+    assert q.precision == "int8"
+    cos = []
+    for case in _cases(ref):
+        a, b = ref.encode(*case)[0], q.encode(*case)[0]
+        cos.append(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)))
+    assert min(cos) > 0.9, cos  # random weights and synthetic calibration: a loose but real bound
+
+
+def test_predictor_parity_with_explicit_state(artifact):
+    ref = load_model(artifact, "predictor", "torch")
+    ort = load_model(artifact, "predictor", "onnxruntime")
+    rng = np.random.default_rng(2)
+    h = np.zeros((1, 2, 16), np.float32)
+    feeds = {"frames": rng.normal(size=(2, 5, 32)).astype(np.float32), "h0": h, "c0": h.copy()}
+    for _ in range(3):  # step the carried LSTM state through both backends
+        a, b = ref.run(feeds), ort.run(feeds)
+        for k in ("prediction", "h1", "c1"):
+            np.testing.assert_allclose(b[k], a[k], atol=EMBED_ATOL)
+        assert a["prediction"].shape == (2, 3, 6)
+        feeds = {"frames": feeds["frames"][:, ::-1].copy(), "h0": a["h1"], "c0": a["c1"]}
+
+
+def test_tensorrt_parity(artifact):
+    try:
+        trt = load_student(artifact, "tensorrt", precision="fp32")
+    except BackendUnavailable as err:
+        pytest.skip(f"TensorRT backend unavailable: {err}")
+    ref = load_student(artifact, "torch")
+    for case in _cases(ref):
+        np.testing.assert_allclose(trt.encode(*case)[0], ref.encode(*case)[0], atol=1e-3)
+        assert trt.act(ref.encode(*case)[0])[1] == ref.act(ref.encode(*case)[0])[1]
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda c: (c[0].astype(np.float32), *c[1:]), "image: expected dtype uint8"),
+        (lambda c: (c[0].transpose(2, 0, 1).copy(), *c[1:]), r"image: expected shape"),
+        (lambda c: (c[0][:, :-1], *c[1:]), r"image: expected shape"),
+        (lambda c: (c[0], np.where(np.arange(32)[:, None] == 3, np.nan, c[1]), *c[2:]), r"imu: non-finite"),
+        (lambda c: (c[0], np.full_like(c[1], np.inf), *c[2:]), r"imu: non-finite"),
+        (lambda c: (c[0], c[1][:10], *c[2:]), r"imu: expected shape"),
+        (lambda c: (*c[:2], 9, *c[3:]), r"skill: id 9 out of range"),
+        (lambda c: (*c[:2], -1, *c[3:]), r"skill: id -1 out of range"),
+        (lambda c: (*c[:2], 1.5, *c[3:]), r"skill: expected integer"),
+        (lambda c: (*c[:3], 1.2, c[4]), r"progress: value 1.2 outside"),
+        (lambda c: (*c[:3], float("nan"), c[4]), r"progress: non-finite"),
+        (lambda c: (*c[:4], -3.0), r"step: value -3.0 outside"),
+    ],
+)  # fmt: skip
+def test_bad_inputs_are_refused_with_a_message_naming_the_input(artifact, change, match):
+    ort = load_student(artifact, "onnxruntime")
+    case = _cases(ort, 1)[0]
+    with pytest.raises(ValueError, match=match):
+        ort.encode(*change(case))
+
+
+def test_bad_embedding_is_refused(artifact):
+    ort = load_student(artifact, "onnxruntime")
+    with pytest.raises(ValueError, match="embedding: non-finite"):
+        ort.act(np.full(ort.embed_dim, np.nan, np.float32))
+    with pytest.raises(ValueError, match="embedding: expected shape"):
+        ort.act(np.zeros(3, np.float32))
+
+
+@pytest.fixture
+def copy_of(artifact, tmp_path):
+    dst = tmp_path / "copy"
+    shutil.copytree(artifact, dst)
+    return dst
+
+
+def test_modified_file_is_refused(copy_of):
+    f = copy_of / "encoder.onnx"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="SHA-256"):
+        load_student(copy_of, "onnxruntime")
+
+
+def test_truncated_file_is_refused(copy_of):
+    f = copy_of / "student.pt"
+    f.write_bytes(f.read_bytes()[:1000])
+    with pytest.raises(ArtifactError, match="truncated"):
+        load_student(copy_of, "torch")
+
+
+def test_missing_file_and_corrupt_manifest_are_refused(copy_of, tmp_path):
+    (copy_of / "policy.onnx").unlink()
+    with pytest.raises(ArtifactError, match="missing"):
+        Artifact.load(copy_of)
+    (copy_of / "manifest.json").write_text("{not json")
+    with pytest.raises(ArtifactError, match="corrupt manifest"):
+        Artifact.load(copy_of)
+    (copy_of / "manifest.json").write_text(json.dumps({"format": "other/9"}))
+    with pytest.raises(ArtifactError, match="format"):
+        Artifact.load(copy_of)
+    with pytest.raises(ArtifactError, match="no manifest.json"):
+        Artifact.load(tmp_path / "nowhere")
+
+
+def test_unknown_backend_and_precision(artifact):
+    with pytest.raises(ValueError, match="unknown backend"):
+        load_student(artifact, "openvino")
+    with pytest.raises(ValueError, match="precision"):
+        load_student(artifact, "onnxruntime", precision="fp8")
+
+
+def test_default_config_parity(tmp_path):
+    """The shipped configuration (ResNet34, 128x128) holds the same tolerance as the tiny test model."""
+    art = export_artifact(tmp_path / "default")
+    ref, ort = load_student(art, "torch"), load_student(art, "onnxruntime")
+    for case in _cases(ref, 2):
+        e_ref, e_ort = ref.encode(*case)[0], ort.encode(*case)[0]
+        np.testing.assert_allclose(e_ort, e_ref, atol=EMBED_ATOL, rtol=0)
+        assert ort.act(e_ort)[1] == ref.act(e_ref)[1]
