@@ -15,6 +15,8 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "benchmarks that print their figures (and JSON with --json)"),
     "export": ("export", "export the student and predictor as one deployment artifact"),
+    "train": ("train", "train policies headless (teacher: hybrid SAC on privileged state)"),
+    "eval": ("eval", "evaluate policies over seeded episodes with confidence intervals"),
 }
 
 

@@ -1,0 +1,1 @@
+"""ROS-free learning: the hybrid SAC teacher trainer and Online Policy Distillation."""

@@ -1,0 +1,146 @@
+"""In-process bringup: the launch file's node set in one process, on one MultiThreadedExecutor.
+
+This is rclpy's composition: each node keeps its own callback groups (intake vs inference), and the
+executor's threads run them in parallel. It reads the same definition as launch/bringup.launch.py
+(`agent.graph`) and takes the same launch arguments with the same meaning:
+
+    with Bringup(artifact_dir="artifacts/student", sim="none") as stack:
+        stack.spin(duration_s=10.0)
+
+Launch-argument values are strings, as on the `ros2 launch` command line ("true", "onnxruntime").
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from agent import graph
+from agent.lifecycle_node import stop_executor
+
+
+def launch_arguments(**values: str) -> dict[str, str]:
+    """Launch arguments with defaults filled in; unknown names or values outside `choices` are errors."""
+    known = {a.name: a for a in graph.LAUNCH_ARGS}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"unknown launch arguments {unknown}; the graph has {sorted(known)}")
+    args = {name: str(values.get(name, a.default)) for name, a in known.items()}
+    for name, value in args.items():
+        if known[name].choices and value not in known[name].choices:
+            raise ValueError(f"launch argument {name} = {value!r}: choose one of {known[name].choices}")
+    return args
+
+
+def node_overrides(spec: graph.NodeSpec, args: dict[str, str]) -> list[Parameter]:
+    """Parameters a node gets from launch arguments, typed as the launch file's ParameterValue does."""
+    params = [Parameter("use_sim_time", value=_typed(args["use_sim_time"], bool))]
+    params += [
+        Parameter(p.name, value=_typed(args[p.launch_arg], p.type)) for p in spec.params if p.launch_arg
+    ]
+    return params
+
+
+def create_nodes(
+    args: dict[str, str],
+    context: Context | None = None,
+    node_kwargs: dict[str, dict[str, Any]] | None = None,
+) -> list[Node]:
+    """One node per graph node started for `args["sim"]`, with the parameter file and launch overrides.
+
+    `node_kwargs` adds constructor arguments per node name (tests pass model doubles this way).
+    """
+    ros_args = ["--ros-args", "--params-file", args["params_file"]] if args["params_file"] else None
+    nodes: list[Node] = []
+    try:
+        for spec in graph.nodes_for(args["sim"]):
+            cls = _node_class(spec)
+            extra = (node_kwargs or {}).get(spec.name, {})
+            nodes.append(
+                cls(
+                    context=context,
+                    cli_args=ros_args,
+                    parameter_overrides=node_overrides(spec, args),
+                    **extra,
+                )
+            )
+    except BaseException:
+        for n in nodes:
+            n.destroy_node()
+        raise
+    return nodes
+
+
+class Bringup:
+    """The graph's nodes on a MultiThreadedExecutor; a context manager that finalizes them on exit."""
+
+    def __init__(
+        self,
+        context: Context | None = None,
+        num_threads: int | None = None,
+        node_kwargs: dict[str, dict[str, Any]] | None = None,
+        **launch_args: str,
+    ) -> None:
+        self.args = launch_arguments(**launch_args)
+        self.context = context
+        self.nodes = create_nodes(self.args, context, node_kwargs)
+        self.executor = MultiThreadedExecutor(num_threads=num_threads, context=context)
+        for n in self.nodes:
+            self.executor.add_node(n)
+
+    def __enter__(self) -> Bringup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.get_name() == name:
+                return n
+        raise KeyError(f"no running node {name!r}; running: {[n.get_name() for n in self.nodes]}")
+
+    def spin(self, duration_s: float | None = None, until: Callable[[], bool] | None = None) -> bool:
+        """Spin until `duration_s` passed, `until()` holds or the context shuts down; True if `until` held."""
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        while rclpy.ok(context=self.context) and (deadline is None or time.monotonic() < deadline):
+            if until is not None and until():
+                return True
+            self.executor.spin_once(timeout_sec=0.05)
+        return until is not None and until()
+
+    def close(self) -> None:
+        """Stop the executor, finalize every node (the policy sends its safe action), destroy them."""
+        stop_executor(self.executor)  # first: no callback may run on an entity that finalize destroys
+        for n in self.nodes:
+            finalize = getattr(n, "finalize", None)
+            if finalize is not None:
+                finalize()
+        for n in self.nodes:
+            n.destroy_node()
+        self.nodes = []
+
+
+def _node_class(spec: graph.NodeSpec) -> type[Node]:
+    try:
+        module = importlib.import_module(spec.module)
+    except ModuleNotFoundError as err:
+        raise RuntimeError(f"node {spec.name}: its module {spec.module} is not available ({err})") from err
+    return getattr(module, spec.class_name)
+
+
+def _typed(value: str, kind: type) -> bool | int | float | str:
+    """A launch-argument string as the parameter's type (bool accepts true/false in any case)."""
+    if kind is bool:
+        if value.lower() not in ("true", "false"):
+            raise ValueError(f"expected true or false, got {value!r}")
+        return value.lower() == "true"
+    return kind(value)

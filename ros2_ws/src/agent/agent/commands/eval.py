@@ -1,0 +1,44 @@
+"""`agent eval teacher`: success rate with a Wilson 95% interval over seeded episodes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import sim
+
+SIM_DIR = Path(sim.__file__).parent
+DEFAULT_TEACHER = SIM_DIR / "robots" / "diffbot" / "teacher" / "teacher.pt"
+DEFAULT_PROXY = SIM_DIR / "configs" / "proxy.yaml"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
+    t = sub.add_parser(
+        "teacher", help="evaluate a trained teacher in the clean sim or on the real-robot proxy"
+    )
+    t.add_argument("--episodes", type=int, default=200, help="seeded episodes")
+    t.add_argument("--proxy", action="store_true", help="run on the real-robot proxy (privileged state)")
+    t.add_argument("--proxy-config", type=Path, default=DEFAULT_PROXY, help="proxy YAML used with --proxy")
+    t.add_argument(
+        "--checkpoint", type=Path, default=DEFAULT_TEACHER, help="teacher.pt (teacher.yaml beside it)"
+    )
+    t.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    from opd.evaluation import evaluate_teacher, load_teacher
+
+    report = evaluate_teacher(
+        load_teacher(args.checkpoint), args.episodes, proxy=args.proxy_config if args.proxy else None
+    )
+    if args.json:
+        print(json.dumps(report))
+    else:
+        lo, hi = report["ci95"]
+        where = "real-robot proxy" if report["proxy"] else "clean sim"
+        print(f"{report['episodes']} episodes on the {where}: success {report['success_rate']:.1%} "
+              f"(95% CI {lo:.1%}-{hi:.1%}), mean return {report['mean_return']:.2f}, "
+              f"outcomes {report['outcomes']}")  # fmt: skip
+    return 0

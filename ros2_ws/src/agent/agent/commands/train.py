@@ -1,0 +1,36 @@
+"""`agent train teacher`: headless hybrid-SAC teacher training on privileged observations."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import opd
+
+DEFAULT_CONFIG = Path(opd.__file__).parent / "configs" / "teacher.yaml"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
+    t = sub.add_parser(
+        "teacher", help="train the teacher with hybrid SAC (resumes from --out if it has a checkpoint)"
+    )
+    t.add_argument("--sim", choices=["mujoco", "isaacsim"], help="simulator backend (default: the config's)")
+    t.add_argument("--envs", type=int, help="parallel envs")
+    t.add_argument("--steps", type=int, help="total env steps")
+    t.add_argument("--seed", type=int, help="seed")
+    t.add_argument("--out", type=Path, default=Path("runs/teacher"), help="output directory")
+    t.add_argument("--config", type=Path, help="training config YAML (default opd/configs/teacher.yaml)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from opd.teacher_training import TeacherTrainConfig, TeacherTrainer
+
+    cfg = TeacherTrainConfig.from_yaml(args.config or DEFAULT_CONFIG)
+    overrides = {"sim": args.sim, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed}
+    cfg = TeacherTrainConfig.from_dict(
+        {**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+    )
+    teacher = TeacherTrainer(cfg, args.out).run()
+    print(f"wrote {teacher}")
+    return 0

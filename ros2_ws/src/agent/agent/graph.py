@@ -1,0 +1,306 @@
+"""The ROS 2 node graph of the stack, declared once: nodes, executables, topics, QoS, rates and parameters.
+
+Everything that starts or documents the graph reads this module: `setup.py` (console scripts), the launch
+file `launch/bringup.launch.py`, the in-process bringup (`agent.bringup`), the nodes themselves (topic
+names, message types and QoS of every publisher and subscription), `config/agent.yaml` (rendered from it,
+a test keeps them equal) and the README. It imports nothing but the standard library, so `setup.py` and
+the launch file can load it without rclpy, numpy or the models.
+
+Regenerate the parameter file after changing a parameter here:
+    python -m agent.graph > ros2_ws/src/agent/config/agent.yaml
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+PACKAGE = "agent"
+PARAMS_FILE = "agent.yaml"  # under the package share's config/
+SIMS = ("none", "mujoco", "isaacsim")
+BACKENDS = ("tensorrt", "onnxruntime", "torch")  # policies.runtime.BACKENDS, in the issue's order
+
+ParamValue = bool | int | float | str
+
+
+@dataclass(frozen=True)
+class Qos:
+    """A QoS profile in plain words; `agent.ros_io.qos_profile` turns it into an rclpy QoSProfile."""
+
+    label: str  # name used in docs, e.g. "sensor data"
+    reliability: Literal["reliable", "best_effort"]
+    durability: Literal["volatile", "transient_local"]
+    depth: int  # KEEP_LAST history depth, messages
+
+    def with_depth(self, depth: int) -> Qos:
+        return replace(self, depth=depth)
+
+
+# rclpy's qos_profile_sensor_data: a late frame is worth less than the next one, so never retransmit.
+SENSOR_DATA = Qos("sensor data", "best_effort", "volatile", 5)
+# Actions and commands must arrive: a lost `stop` is a safety problem.
+RELIABLE = Qos("reliable", "reliable", "volatile", 10)
+# Only the newest state embedding is worth acting on; depth 1 drops the rest instead of queueing latency.
+LATEST = Qos("reliable, latest only", "reliable", "volatile", 1)
+# Slow-changing state that a late joiner must still receive (the active skill).
+LATCHED = Qos("latched", "reliable", "transient_local", 1)
+# rclpy's TimeSource subscribes best-effort depth 1; a reliable publisher serves that and reliable readers.
+CLOCK = Qos("clock", "reliable", "volatile", 1)
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One topic: name, message type, QoS, nominal rate and meaning."""
+
+    name: str
+    msg_type: str  # "pkg/msg/Type"
+    qos: Qos
+    rate_hz: float  # nominal publish rate, Hz; 0 = on change
+    description: str
+
+
+TOPICS: dict[str, Topic] = {
+    t.name: t
+    for t in (
+        Topic("/camera/image_raw", "sensor_msgs/msg/Image", SENSOR_DATA, 20.0,
+              "forward camera, rgb8 or bgr8, stamped at exposure"),
+        Topic("/imu/data", "sensor_msgs/msg/Imu", SENSOR_DATA.with_depth(50), 200.0,
+              "IMU: linear acceleration m/s^2, angular velocity rad/s, stamped at measurement"),
+        Topic("/agent/active_skill", "sensor_msgs/msg/JointState", LATCHED, 20.0,
+              "skill being executed, task progress and step (agent.messages.SKILL_STATE_NAMES)"),
+        Topic("/agent/state", "sensor_msgs/msg/JointState", LATEST, 20.0,
+              "state embedding e0..e{E-1}, stamped with the camera image it was computed from"),
+        Topic("/agent/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
+              "student hybrid action: skill id + contract parameters, stamped with its state"),
+        Topic("/cmd_vel", "geometry_msgs/msg/Twist", RELIABLE, 20.0,
+              "base velocity command mapped from the hybrid action"),
+        Topic("/opd/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
+              "action chosen by Online Policy Distillation (the student's until the OPD core lands)"),
+        Topic("/teacher/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
+              "teacher hybrid action on the sim twin's privileged state, stamped with that state"),
+        Topic("/sim/privileged_state", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
+              "true, undelayed state of the sim twin that the teacher acts on"),
+        Topic("/odom", "nav_msgs/msg/Odometry", RELIABLE, 50.0, "base odometry"),
+        Topic("/clock", "rosgraph_msgs/msg/Clock", CLOCK, 100.0, "simulation time (use_sim_time)"),
+        Topic("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", RELIABLE, 1.0,
+              "per-node health: input rates, latency, backend, dropped and rejected messages"),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Param:
+    """One ROS parameter: default, meaning, unit and admissible values."""
+
+    name: str
+    default: ParamValue
+    description: str
+    unit: str = ""
+    low: float | None = None  # inclusive range for int/float parameters
+    high: float | None = None
+    choices: tuple[str, ...] = ()  # admissible values of a string parameter
+    launch_arg: str | None = None  # set from this launch argument instead of the parameter file
+
+    def __post_init__(self) -> None:
+        if (self.low is None) != (self.high is None):
+            raise ValueError(f"param {self.name}: give both low and high or neither")
+        if self.low is not None and not self.low <= self.default <= self.high:  # type: ignore[operator]
+            raise ValueError(f"param {self.name}: default {self.default} outside [{self.low}, {self.high}]")
+        if self.choices and self.default not in self.choices:
+            raise ValueError(f"param {self.name}: default {self.default!r} not in {self.choices}")
+
+    @property
+    def type(self) -> type:
+        return type(self.default)
+
+    def check(self, value: ParamValue) -> None:
+        """Raise ValueError naming the parameter when `value` is not admissible."""
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if type(value) is not self.type:
+            raise ValueError(f"parameter {self.name}: expected {self.type.__name__}, got {value!r}")
+        if self.low is not None and not self.low <= value <= self.high:  # type: ignore[operator]
+            raise ValueError(f"parameter {self.name} = {value} outside [{self.low}, {self.high}] {self.unit}")
+        if self.choices and value not in self.choices:
+            raise ValueError(f"parameter {self.name} = {value!r}: choose one of {self.choices}")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node: its executable, its Python class, its topics and its parameters."""
+
+    name: str  # node name, also the key of its section in the parameter file
+    module: str  # Python module with the node class and `main(args=None)`
+    class_name: str
+    description: str
+    subscribes: tuple[str, ...]  # topic names (keys of TOPICS)
+    publishes: tuple[str, ...]
+    params: tuple[Param, ...]
+    sim_only: bool = False  # started only when the launch argument `sim` is not `none`
+    executable: str = field(default="")  # console script under lib/agent; defaults to `name`
+
+    def __post_init__(self) -> None:
+        if not self.executable:
+            object.__setattr__(self, "executable", self.name)
+        unknown = [t for t in self.subscribes + self.publishes if t not in TOPICS]
+        if unknown:
+            raise ValueError(f"node {self.name}: unknown topics {unknown}")
+
+    @property
+    def entry_point(self) -> str:
+        """setuptools console script line."""
+        return f"{self.executable} = {self.module}:main"
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(f"node {self.name} has no parameter {name!r}")
+
+
+@dataclass(frozen=True)
+class LaunchArg:
+    """A launch argument of bringup.launch.py (also accepted by the in-process bringup)."""
+
+    name: str
+    default: str
+    description: str
+    choices: tuple[str, ...] = ()
+
+
+LAUNCH_ARGS: tuple[LaunchArg, ...] = (
+    LaunchArg(
+        "use_sim_time", "false", "use /clock (published by the sim bridge) as ROS time", ("true", "false")
+    ),
+    LaunchArg("params_file", "", f"node parameter file; empty = the package's config/{PARAMS_FILE}"),
+    LaunchArg("artifact_dir", "", "deployment artifact directory written by `agent export --out DIR`"),
+    LaunchArg("backend", "onnxruntime", "inference backend of the encoder and policy", BACKENDS),
+    LaunchArg("sim", "none", "simulator for the sim bridge and teacher; none = real robot", SIMS),
+)
+
+# Parameters every agent node declares (agent.lifecycle_node.AgentNode).
+COMMON_PARAMS: tuple[Param, ...] = (
+    Param("autostart", True, "configure and activate on start; false waits for a lifecycle manager"),
+    Param("diagnostics_period_s", 1.0, "period of the /diagnostics report", "s", 0.1, 60.0),
+)
+_ARTIFACT = Param("artifact_dir", "", "artifact directory from `agent export`", launch_arg="artifact_dir")
+_BACKEND = Param("backend", "onnxruntime", "inference backend", choices=BACKENDS, launch_arg="backend")
+_THREADS = Param("inference_threads", 0, "intra-op threads of the backend; 0 = backend default", "", 0, 64)
+
+NODES: tuple[NodeSpec, ...] = (
+    NodeSpec(
+        "encoder", "agent.nodes.encoder", "EncoderNode",
+        "camera + IMU window + active skill -> state embedding, aligned on the image stamp",
+        subscribes=("/camera/image_raw", "/imu/data", "/agent/active_skill"),
+        publishes=("/agent/state", "/diagnostics"),
+        params=COMMON_PARAMS + (
+            _ARTIFACT, _BACKEND, _THREADS,
+            Param("sync_tolerance_s", 0.01, "max |IMU stamp - image stamp| for the window's last sample",
+                  "s", 0.0, 0.5),
+            Param("imu_buffer_size", 1000, "IMU samples kept for alignment (>= the model's window)",
+                  "", 8, 100000),
+            Param("input_timeout_s", 0.5, "no camera or IMU message for this long -> diagnostic ERROR",
+                  "s", 0.01, 60.0),
+            Param("max_latency_s", 0.3, "images older than this on arrival are dropped as late",
+                  "s", 0.001, 10.0),
+        ),
+    ),
+    NodeSpec(
+        "policy", "agent.nodes.policy", "PolicyNode",
+        "state embedding -> hybrid action within the skill contract -> action topic and base command",
+        subscribes=("/agent/state",),
+        publishes=("/agent/action", "/cmd_vel", "/diagnostics"),
+        params=COMMON_PARAMS + (
+            _ARTIFACT, _BACKEND, _THREADS,
+            Param("input_timeout_s", 0.5, "no fresh state embedding for this long -> safe action + ERROR",
+                  "s", 0.01, 60.0),
+            Param("watchdog_rate_hz", 20.0, "rate of the staleness check and of the safe action while stale",
+                  "Hz", 1.0, 1000.0),
+        ),
+    ),
+    NodeSpec(
+        "opd", "agent.nodes.opd", "OpdNode",
+        "Online Policy Distillation; until its core lands: passes the student action through",
+        subscribes=("/agent/state", "/agent/action", "/teacher/action"),
+        publishes=("/opd/action", "/diagnostics"),
+        params=COMMON_PARAMS + (
+            _ARTIFACT,
+            Param("teacher_timeout_s", 1.0, "no teacher action for this long -> diagnostic WARN",
+                  "s", 0.01, 60.0),
+        ),
+    ),
+    NodeSpec(
+        "sim_bridge", "agent.nodes.sim_bridge", "SimBridgeNode",
+        "runs a sim/ backend: camera, IMU, odometry, clock and task state out; hybrid action in",
+        subscribes=("/agent/action",),
+        publishes=("/camera/image_raw", "/imu/data", "/odom", "/clock", "/agent/active_skill",
+                   "/sim/privileged_state", "/diagnostics"),
+        params=COMMON_PARAMS + (
+            Param("sim", "mujoco", "simulator backend", choices=SIMS[1:], launch_arg="sim"),
+            Param("seed", 0, "episode seed", "", 0, 2**31 - 1),
+            Param("proxy", False, "wrap the backend in the real-robot proxy (latency, noise, randomisation)"),
+            Param("proxy_config", "", "real-robot proxy YAML; empty = the sim package default"),
+        ),
+        sim_only=True,
+    ),
+    NodeSpec(
+        "teacher", "agent.nodes.teacher", "TeacherNode",
+        "teacher policy on the sim twin's privileged state -> teacher action",
+        subscribes=("/sim/privileged_state",),
+        publishes=("/teacher/action", "/diagnostics"),
+        params=COMMON_PARAMS + (
+            Param("checkpoint", "", "teacher weights file; empty = the committed checkpoint of the robot"),
+        ),
+        sim_only=True,
+    ),
+)  # fmt: skip
+
+
+def node(name: str) -> NodeSpec:
+    """The node spec called `name`."""
+    for spec in NODES:
+        if spec.name == name:
+            return spec
+    raise KeyError(f"no node {name!r}; the graph has {[n.name for n in NODES]}")
+
+
+def nodes_for(sim: str) -> tuple[NodeSpec, ...]:
+    """Nodes started for a `sim` launch argument: the sim bridge and teacher only with a simulator."""
+    if sim not in SIMS:
+        raise ValueError(f"sim = {sim!r}: choose one of {SIMS}")
+    return tuple(n for n in NODES if sim != "none" or not n.sim_only)
+
+
+def console_scripts() -> list[str]:
+    """One console script per node, for setup.py."""
+    return [n.entry_point for n in NODES]
+
+
+def params_yaml() -> str:
+    """The parameter file (ROS `node: ros__parameters:` layout) with every file-settable default.
+
+    Parameters bound to a launch argument are left out: the launch argument always sets them.
+    """
+    lines = ["# Generated from agent/graph.py by `python -m agent.graph`; a test keeps them equal.", ""]
+    for spec in NODES:
+        lines += [f"{spec.name}:  # {spec.description}", "  ros__parameters:"]
+        for p in spec.params:
+            if p.launch_arg:
+                continue
+            lines.append(f"    {p.name}: {json.dumps(p.default)}  # {_comment(p)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _comment(p: Param) -> str:
+    text = p.description
+    if p.low is not None:
+        text += f"; [{p.low}, {p.high}]"
+    if p.unit:
+        text += f" {p.unit}"
+    return text
+
+
+if __name__ == "__main__":
+    print(params_yaml(), end="")

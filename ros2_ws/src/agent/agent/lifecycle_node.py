@@ -1,0 +1,285 @@
+"""Base of the agent's nodes: parameters from the graph, a lifecycle template, diagnostics, bad-input counts.
+
+Lifecycle (rclpy managed node), so a robot can start safely:
+- configure: read parameters, load the model, create publishers (silent until activate);
+- activate: create subscriptions and timers; deactivate: remove them (the policy sends its safe action
+  first); cleanup: drop the model. A failed configure leaves the node unconfigured with the error on
+  /diagnostics instead of killing the process, so a lifecycle manager can retry.
+With `autostart` (default) a node configures and activates itself once it spins; with `autostart:=false`
+a lifecycle manager drives it, e.g. to hold the policy inactive until every model has loaded.
+
+Parameters are declared from the graph with descriptors (description, unit, range, choices) and read at
+configure; changing one while active is refused, because half the node would still use the old value.
+
+Threads: `io_group` runs message intake, diagnostics and watchdogs (short callbacks); `work_group` runs
+inference, so a slow model never blocks intake. State shared by the two is guarded by `self.lock`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from threading import Lock
+from typing import Any
+
+import rclpy
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.executors import Executor, MultiThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecyclePublisher, LifecycleState, TransitionCallbackReturn
+from rclpy.parameter import Parameter
+from rclpy.subscription import Subscription
+from rclpy.timer import Timer
+
+from agent.graph import TOPICS, NodeSpec, Topic
+from agent.messages import MessageError
+from agent.ros_io import diagnostic_array, diagnostic_status, msg_class, param_descriptor, qos_profile
+from policies.stream_stats import Level, Status, StreamStats
+
+DRAIN_S = 0.05  # time given to an executor's queued handlers before it shuts down, s
+WARN_PERIOD_S = 5.0  # one warning per (stream, reason) per this many seconds; counters keep the full count
+
+
+class AgentNode(LifecycleNode):
+    """Lifecycle node whose topics and parameters come from its graph `NodeSpec`.
+
+    Subclasses implement `configure` / `activate` / `deactivate` / `cleanup` (raise to fail a transition)
+    and `health(now)`; they create entities with `publisher`, `subscribe`, `timer` and `wake_up`.
+    """
+
+    def __init__(self, spec: NodeSpec, **kwargs: Any) -> None:
+        super().__init__(spec.name, **kwargs)
+        self.spec = spec
+        self.lock = Lock()
+        self.io_group: CallbackGroup = MutuallyExclusiveCallbackGroup()
+        self.work_group: CallbackGroup = MutuallyExclusiveCallbackGroup()
+        self.lifecycle_state = "unconfigured"  # lifecycle state label, kept here for diagnostics
+        self.fault = ""  # why the last transition failed
+        self._params = {p.name: p for p in spec.params}
+        for p in spec.params:
+            self.declare_parameter(p.name, p.default, param_descriptor(p))
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._publishers_made: list[LifecyclePublisher] = []
+        self._active_entities: list[Subscription | Timer | Any] = []
+        self._warned: dict[str, float] = {}
+        # Diagnostics keep flowing in every lifecycle state, on a steady clock: a paused simulation must
+        # not silence the health report.
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        diag = TOPICS["/diagnostics"]
+        self._diag_pub = self.create_publisher(msg_class(diag.msg_type), diag.name, qos_profile(diag.qos))
+        period = self.get_parameter("diagnostics_period_s").value
+        self.create_timer(period, self._publish_diagnostics, self.io_group, clock=steady)
+        if self.get_parameter("autostart").value:
+            self._autostart_timer = self.create_timer(0.0, self._autostart, self.io_group, clock=steady)
+
+    # ---- subclass hooks -------------------------------------------------------------------------------
+    def configure(self) -> None:
+        """Load models and create publishers. Raise to fail the transition."""
+
+    def activate(self) -> None:
+        """Create subscriptions and timers."""
+
+    def deactivate(self) -> None:
+        """Last words before subscriptions, timers and publishers go quiet."""
+
+    def cleanup(self) -> None:
+        """Drop what configure loaded."""
+
+    def health(self, now: float) -> list[tuple[str, Status]]:
+        """Named statuses for /diagnostics; called under `self.lock`."""
+        return []
+
+    def summary(self) -> dict[str, str]:
+        """Key/values for the node's own diagnostic entry (backend, counts); called under `self.lock`."""
+        return {}
+
+    # ---- helpers for subclasses -----------------------------------------------------------------------
+    def settings(self) -> dict[str, Any]:
+        """Every graph parameter's current value, checked (ranges, choices); ValueError names the bad one."""
+        values = {name: self.get_parameter(name).value for name in self._params}
+        for name, value in values.items():
+            self._params[name].check(value)
+        return values
+
+    def now_s(self) -> float:
+        """ROS time in seconds (simulation time with use_sim_time)."""
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def publisher(self, topic: str) -> LifecyclePublisher:
+        """Lifecycle publisher on a graph topic this node publishes, with the graph's type and QoS."""
+        t = self._topic(topic, self.spec.publishes)
+        pub = self.create_lifecycle_publisher(msg_class(t.msg_type), t.name, qos_profile(t.qos))
+        self._publishers_made.append(pub)
+        return pub
+
+    def subscribe(self, topic: str, callback: Callable[[Any], None], group: CallbackGroup) -> Subscription:
+        """Subscription (alive while active) on a graph topic this node subscribes to."""
+        t = self._topic(topic, self.spec.subscribes)
+        sub = self.create_subscription(msg_class(t.msg_type), t.name, callback, qos_profile(t.qos),
+                                       callback_group=group)  # fmt: skip
+        self._active_entities.append(sub)
+        return sub
+
+    def timer(self, period_s: float, callback: Callable[[], None], group: CallbackGroup) -> Timer:
+        """ROS-clock timer (follows use_sim_time), alive while active."""
+        timer = self.create_timer(period_s, callback, group)
+        self._active_entities.append(timer)
+        return timer
+
+    def wake_up(self, callback: Callable[[], None], group: CallbackGroup) -> Any:
+        """Guard condition: `.trigger()` from any thread runs `callback` in `group` (inference hand-off)."""
+        guard = self.create_guard_condition(callback, group)
+        self._active_entities.append(guard)
+        return guard
+
+    def reject(self, stream: StreamStats, err: MessageError, now: float) -> None:
+        """Count a malformed message and warn, throttled per (stream, reason)."""
+        with self.lock:
+            stream.reject(err.reason, now)
+        self.warn_throttled(
+            f"{stream.name}.{err.reason}", f"{stream.name}: rejected message ({err.reason}): {err}"
+        )
+
+    def drop(self, stream: StreamStats, reason: str, detail: str, now: float) -> None:
+        """Count a valid message that could not be used and warn, throttled per (stream, reason)."""
+        with self.lock:
+            stream.drop(reason, now)
+        self.warn_throttled(f"{stream.name}.{reason}", f"{stream.name}: dropped message ({reason}): {detail}")
+
+    def warn_throttled(self, key: str, text: str) -> None:
+        now = time.monotonic()
+        if now - self._warned.get(key, -WARN_PERIOD_S) >= WARN_PERIOD_S:
+            self._warned[key] = now
+            self.get_logger().warning(text)
+
+    def finalize(self) -> None:
+        """Shut the lifecycle down while the context is still valid (the policy's safe action goes out)."""
+        if self.lifecycle_state in ("inactive", "active") and rclpy.ok(context=self.context):
+            self.trigger_shutdown()
+
+    # ---- lifecycle plumbing ---------------------------------------------------------------------------
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self.configure()
+        except Exception as err:  # any load error must leave the node up and say why, not kill it
+            return self._failed("configure", err)
+        return self._entered("inactive", super().on_configure(state))
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            self.activate()
+        except Exception as err:  # as in on_configure
+            self._release_active()
+            return self._failed("activate", err)
+        return self._entered("active", super().on_activate(state))
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.deactivate()
+        self._release_active()
+        return self._entered("inactive", super().on_deactivate(state))
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._release_publishers()
+        self.cleanup()
+        return self._entered("unconfigured", super().on_cleanup(state))
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self.lifecycle_state == "active":
+            self.deactivate()
+            self._release_active()
+        self._release_publishers()
+        self.cleanup()
+        return self._entered("finalized", super().on_shutdown(state))
+
+    def _entered(self, label: str, result: TransitionCallbackReturn) -> TransitionCallbackReturn:
+        if result == TransitionCallbackReturn.SUCCESS:
+            self.lifecycle_state, self.fault = label, ""
+        return result
+
+    def _failed(self, transition: str, err: Exception) -> TransitionCallbackReturn:
+        self.fault = f"{transition} failed: {err}"
+        self.get_logger().error(self.fault)
+        return TransitionCallbackReturn.FAILURE
+
+    def _release_active(self) -> None:
+        for entity in self._active_entities:
+            if isinstance(entity, Subscription):
+                self.destroy_subscription(entity)
+            elif isinstance(entity, Timer):
+                self.destroy_timer(entity)
+            else:
+                self.destroy_guard_condition(entity)
+        self._active_entities.clear()
+
+    def _release_publishers(self) -> None:
+        for pub in self._publishers_made:
+            self.destroy_lifecycle_publisher(pub)
+        self._publishers_made.clear()
+
+    def _autostart(self) -> None:
+        self._autostart_timer.cancel()
+        self.destroy_timer(self._autostart_timer)
+        if self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+            self.trigger_activate()
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        for p in params:
+            if p.name not in self._params:
+                continue
+            if self.lifecycle_state == "active":
+                return SetParametersResult(
+                    successful=False,
+                    reason=f"{p.name}: deactivate first; parameters take effect at configure",
+                )
+            try:
+                self._params[p.name].check(p.value)
+            except ValueError as err:
+                return SetParametersResult(successful=False, reason=str(err))
+        return SetParametersResult(successful=True)
+
+    def _topic(self, name: str, allowed: tuple[str, ...]) -> Topic:
+        if name not in allowed:
+            raise ValueError(f"node {self.spec.name}: {name} is not among its graph topics {allowed}")
+        return TOPICS[name]
+
+    def _publish_diagnostics(self) -> None:
+        now = self.now_s()
+        name = self.get_name()
+        with self.lock:
+            entries = self.health(now) if self.lifecycle_state == "active" else []
+            values = {"state": self.lifecycle_state, **self.summary()}
+        if self.fault:
+            node = Status(Level.ERROR, self.fault, values)
+        elif self.lifecycle_state != "active":
+            node = Status(Level.WARN, f"{self.lifecycle_state}: not processing", values)
+        else:
+            worst = max((s.level for _, s in entries), default=Level.OK)
+            node = Status(worst, "active" if worst == Level.OK else "active, see the entries below", values)
+        statuses = [diagnostic_status(f"{name}: node", node)]
+        statuses += [diagnostic_status(f"{name}: {key}", status) for key, status in entries]
+        self._diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), statuses))
+
+
+def spin(node: AgentNode) -> None:
+    """Spin one node on a multi-threaded executor; on the way out, finalize it while the context is valid."""
+    executor = MultiThreadedExecutor(context=node.context)
+    executor.add_node(node)
+    try:
+        executor.spin()
+    finally:
+        stop_executor(executor)  # first: no callback may run on an entity that finalize destroys
+        node.finalize()
+        node.destroy_node()
+
+
+def stop_executor(executor: Executor) -> None:
+    """Remove every node, let queued handlers run out, then shut the executor down.
+
+    rclpy's MultiThreadedExecutor.shutdown destroys its guard condition before its thread pool drains, and
+    handlers still queued then fail on it ("cannot use Destroyable"); draining first avoids that.
+    """
+    for node in executor.get_nodes():
+        executor.remove_node(node)
+    time.sleep(DRAIN_S)  # the pool threads run what is queued; without nodes nothing new is queued
+    executor.shutdown()

@@ -1,0 +1,223 @@
+"""Encoder node: camera + IMU window + active skill -> state embedding, stamped with the image stamp.
+
+Intake (io group) checks each message and stores it: IMU samples go into an `ImuBuffer`, images into a
+short queue of images waiting for their IMU window. A guard condition hands over to the work group, which
+takes the newest image whose IMU has reached its stamp (older waiting images are dropped: latency beats
+completeness), cuts the IMU window ending at that stamp, runs the exported encoder and publishes. Images
+wait while the IMU lags (the IMU sample that reaches a waiting stamp wakes the work group, once per
+image, to keep the executor load low) and are dropped once older than `max_latency_s`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.signals import SignalHandlerOptions
+from sensor_msgs.msg import Image, Imu, JointState
+
+from agent.graph import TOPICS, node
+from agent.lifecycle_node import AgentNode, spin
+from agent.messages import (
+    MessageError,
+    checked_stamp,
+    embedding_names,
+    embedding_to_msg,
+    image_to_rgb,
+    imu_to_sample,
+    msg_to_skill_state,
+)
+from agent.nodes import RuntimeLoader
+from policies.imu_buffer import ImuBuffer, ImuMatch, MatchStatus
+from policies.preprocessing import resize_rgb
+from policies.runtime import StudentRuntime, load_student
+from policies.stream_stats import LatencyWindow, Status, StreamStats
+
+CAMERA, IMU, SKILL, STATE = "/camera/image_raw", "/imu/data", "/agent/active_skill", "/agent/state"
+MAX_WAITING = 8  # images held while the IMU lags (8 x 50 ms covers max_latency_s at 20 Hz); bounds memory
+# Order of the encoder's `gates` output: policies.fusion.MODALITIES (a test keeps them equal).
+GATES = ("image", "imu", "skill", "time")
+
+
+class EncoderNode(AgentNode):
+    """Aligns camera and IMU by stamp and publishes the state embedding."""
+
+    def __init__(self, runtime_loader: RuntimeLoader = load_student, **kwargs: Any) -> None:
+        self._load_runtime = runtime_loader
+        self.runtime: StudentRuntime | None = None
+        super().__init__(node("encoder"), **kwargs)
+
+    def configure(self) -> None:
+        s = self.settings()
+        threads = {"threads": s["inference_threads"]} if s["inference_threads"] else {}
+        if not s["artifact_dir"]:
+            raise ValueError("artifact_dir is empty: pass the directory written by `agent export --out DIR`")
+        self.runtime = rt = self._load_runtime(s["artifact_dir"], backend=s["backend"], **threads)
+        if s["imu_buffer_size"] < rt.imu_window:
+            raise ValueError(
+                f"imu_buffer_size ({s['imu_buffer_size']}) < the model's IMU window ({rt.imu_window})"
+            )
+        self.max_latency_s = s["max_latency_s"]
+        self.imu_buffer = ImuBuffer(rt.imu_window, s["imu_buffer_size"], s["sync_tolerance_s"])
+        imu_rate = float(rt.manifest["preprocessing"]["imu"]["rate_hz"])  # the rate the model was trained at
+        self.camera = StreamStats("camera", TOPICS[CAMERA].rate_hz, s["input_timeout_s"])
+        self.imu = StreamStats("imu", imu_rate, s["input_timeout_s"])
+        self.skill = StreamStats("active_skill")  # published on change: no rate, no timeout
+        self.output = StreamStats("state")  # latency here = image stamp -> publish
+        self.encode_time = LatencyWindow()
+        self.skew = LatencyWindow()  # |last IMU sample stamp - image stamp| of each window
+        self.gates = np.full(len(GATES), np.nan)  # (4,) of the last embedding
+        self.names = embedding_names(rt.embed_dim)
+        # Until the task layer says otherwise the robot is assumed to be at rest, executing the safe skill.
+        self.active = (rt.contract.safe_skill_id, 0.0, 0.0)  # (skill id, progress, step)
+        # Images waiting for their IMU window, oldest first: (stamp, rgb (h, w, 3), frame_id).
+        self.waiting: deque[tuple[float, np.ndarray, str]] = deque()
+        self.pub = self.publisher(STATE)
+
+    def activate(self) -> None:
+        self.subscribe(CAMERA, self.on_image, self.io_group)
+        self.subscribe(IMU, self.on_imu, self.io_group)
+        self.subscribe(SKILL, self.on_skill, self.io_group)
+        self.encode_now = self.wake_up(self.encode_pending, self.work_group)
+
+    def deactivate(self) -> None:
+        with self.lock:
+            self.waiting.clear()
+
+    def cleanup(self) -> None:
+        self.runtime = None
+
+    def on_image(self, msg: Image) -> None:
+        now = self.now_s()
+        try:
+            stamp = checked_stamp(msg.header.stamp)
+            rgb = image_to_rgb(msg)
+            if why := self.camera.check_stamp(stamp):
+                raise MessageError("stamp", why)
+        except MessageError as err:
+            self.reject(self.camera, err, now)
+            return
+        if now - stamp > self.max_latency_s:
+            self.drop(
+                self.camera,
+                "late",
+                f"image is {now - stamp:.3f} s old (max_latency_s {self.max_latency_s})",
+                now,
+            )
+            return
+        with self.lock:
+            self.camera.accept(stamp, now)
+            if len(self.waiting) == MAX_WAITING:
+                self.waiting.popleft()
+                self.camera.drop("superseded", now)
+            self.waiting.append((stamp, rgb, msg.header.frame_id))
+        self.encode_now.trigger()
+
+    def on_imu(self, msg: Imu) -> None:
+        now = self.now_s()
+        try:
+            stamp = checked_stamp(msg.header.stamp)
+            sample = imu_to_sample(msg)
+        except MessageError as err:
+            self.reject(self.imu, err, now)
+            return
+        with self.lock:
+            before = self.imu_buffer.newest
+            why = self.imu_buffer.push(stamp, sample)
+            if why is None:
+                self.imu.accept(stamp, now)
+            # Wake the work group when the IMU first reaches a waiting image's stamp.
+            low = -np.inf if before is None else before
+            reached = why is None and any(low < s <= stamp for s, _, _ in self.waiting)
+        if why is not None:
+            self.reject(self.imu, MessageError(why, f"IMU sample at {stamp:.6f} not stored: {why}"), now)
+        elif reached:
+            self.encode_now.trigger()
+
+    def on_skill(self, msg: JointState) -> None:
+        now = self.now_s()
+        try:
+            stamp = checked_stamp(msg.header.stamp)
+            active = msg_to_skill_state(msg, self.runtime.contract.num_skills)
+            if why := self.skill.check_stamp(stamp):
+                raise MessageError("stamp", why)
+        except MessageError as err:
+            self.reject(self.skill, err, now)
+            return
+        with self.lock:
+            self.skill.accept(stamp, now)
+            self.active = active
+
+    def encode_pending(self) -> None:
+        """Work group: the newest waiting image whose IMU has reached its stamp -> encode -> publish."""
+        now = self.now_s()
+        with self.lock:
+            ready = self._take_ready(now)
+            skill, progress, step = self.active
+        if ready is None:
+            return  # the IMU sample that reaches a waiting stamp wakes us up again
+        (stamp, rgb, frame_id), match = ready
+        if match.status is MatchStatus.MISS:
+            self.drop(self.camera, "no_imu_window", match.reason, now)
+            return
+        hw = self.runtime.image_hw
+        rgb = rgb if rgb.shape[:2] == hw else resize_rgb(rgb, *hw)  # (H, W, 3) the model's input size
+        t0 = time.perf_counter()
+        try:
+            embedding, gates = self.runtime.encode(rgb, match.window, skill, progress, step)
+        except ValueError as err:
+            self.reject(self.camera, MessageError("model_input", str(err)), now)
+            return
+        encode_s = time.perf_counter() - t0
+        self.pub.publish(embedding_to_msg(embedding, stamp, frame_id, self.names))
+        with self.lock:
+            self.output.accept(stamp, self.now_s())
+            self.encode_time.add(encode_s)
+            self.skew.add(abs(match.skew_s))
+            self.gates = gates
+
+    def _take_ready(self, now: float) -> tuple[tuple[float, np.ndarray, str], ImuMatch] | None:
+        """Under the lock: pop the newest image the IMU has reached; drop older and too old ones."""
+        for i in range(len(self.waiting) - 1, -1, -1):
+            match = self.imu_buffer.match(self.waiting[i][0])
+            if match.status is not MatchStatus.WAIT:
+                for _ in range(i):
+                    self.waiting.popleft()
+                    self.camera.drop("superseded", now)
+                return self.waiting.popleft(), match
+        while self.waiting and now - self.waiting[0][0] > self.max_latency_s:
+            self.waiting.popleft()
+            self.camera.drop("imu_late", now)
+        return None
+
+    def health(self, now: float) -> list[tuple[str, Status]]:
+        out = self.output.status(now)
+        out.values["encode_p50_ms"] = f"{self.encode_time.percentile_ms(50):.2f}"
+        out.values["encode_p99_ms"] = f"{self.encode_time.percentile_ms(99):.2f}"
+        out.values["imu_skew_p99_ms"] = f"{self.skew.percentile_ms(99):.2f}"
+        out.values.update({f"gate_{g}": f"{v:.3f}" for g, v in zip(GATES, self.gates, strict=True)})
+        return [(s.name, s.status(now)) for s in (self.camera, self.imu, self.skill)] + [("output", out)]
+
+    def summary(self) -> dict[str, str]:
+        if self.runtime is None:
+            return {}
+        return {"backend": self.runtime.backend, "precision": self.runtime.precision,
+                "input": f"{self.runtime.image_hw} image, {self.runtime.imu_window} IMU samples"}  # fmt: skip
+
+
+def main(args: list[str] | None = None) -> None:
+    """`ros2 run agent encoder`: spin until Ctrl-C or shutdown."""
+    try:
+        # SIGINT stays a KeyboardInterrupt so `spin` can finalize the node while the context is valid.
+        with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.SIGTERM):
+            spin(EncoderNode())
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""Policy node: state embedding -> hybrid action within the skill contract -> action topic and Twist.
+
+Acting is event-driven: each fresh embedding is acted on and published at once, stamped with its image
+stamp, so the camera-to-command latency does not include a timer phase. A watchdog timer (ROS clock,
+so it follows /clock with use_sim_time) checks freshness: with no usable embedding for
+`input_timeout_s` it publishes the contract's safe action (`stop`) at `watchdog_rate_hz` and reports
+ERROR; acting resumes with the next fresh embedding. Every published action goes through
+`SkillContract.clip`, so it is within the contract bounds whatever the model returns.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from rclpy.duration import Duration
+from rclpy.executors import ExternalShutdownException
+from rclpy.signals import SignalHandlerOptions
+from sensor_msgs.msg import JointState
+
+from agent.base_command import TwistMapping
+from agent.graph import TOPICS, node
+from agent.lifecycle_node import AgentNode, spin
+from agent.messages import ActionCodec, MessageError, checked_stamp, embedding_names, msg_to_embedding
+from agent.nodes import RuntimeLoader
+from policies.runtime import StudentRuntime, load_student
+from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
+
+STATE, ACTION, CMD_VEL = "/agent/state", "/agent/action", "/cmd_vel"
+ACK_TIMEOUT = Duration(seconds=0.5)  # how long the last safe action may take to be acknowledged on exit
+
+
+class PolicyNode(AgentNode):
+    """Acts on fresh state embeddings; falls back to the safe action when they stop."""
+
+    def __init__(self, runtime_loader: RuntimeLoader = load_student, **kwargs: Any) -> None:
+        self._load_runtime = runtime_loader
+        self.runtime: StudentRuntime | None = None
+        super().__init__(node("policy"), **kwargs)
+
+    def configure(self) -> None:
+        s = self.settings()
+        threads = {"threads": s["inference_threads"]} if s["inference_threads"] else {}
+        if not s["artifact_dir"]:
+            raise ValueError("artifact_dir is empty: pass the directory written by `agent export --out DIR`")
+        self.runtime = rt = self._load_runtime(s["artifact_dir"], backend=s["backend"], **threads)
+        self.contract = rt.contract
+        self.codec = ActionCodec(rt.contract)
+        self.mapping = TwistMapping(rt.contract)
+        self.names = embedding_names(rt.embed_dim)
+        self.input_timeout_s = s["input_timeout_s"]
+        self.watchdog_period_s = 1.0 / s["watchdog_rate_hz"]
+        self.state_in = StreamStats("state", TOPICS[STATE].rate_hz, self.input_timeout_s)
+        self.actions = StreamStats("action")  # model actions; latency here = image stamp -> publish
+        self.act_time = LatencyWindow()
+        self.clipped = 0  # model outputs that had to be clipped into the contract
+        self.safe_actions = 0  # safe actions sent because inputs were stale
+        self.stale = True  # until the first fresh embedding arrives
+        self.pub_action = self.publisher(ACTION)
+        self.pub_cmd = self.publisher(CMD_VEL)
+
+    def activate(self) -> None:
+        self.subscribe(STATE, self.on_state, self.work_group)
+        self.timer(self.watchdog_period_s, self.watchdog, self.io_group)
+
+    def deactivate(self) -> None:
+        """Leave the robot stopped: send the safe action and give it a moment to be acknowledged."""
+        self.publish_safe(self.now_s())
+        self.pub_action.wait_for_all_acked(ACK_TIMEOUT)
+        self.pub_cmd.wait_for_all_acked(ACK_TIMEOUT)
+
+    def cleanup(self) -> None:
+        self.runtime = None
+
+    def on_state(self, msg: JointState) -> None:
+        now = self.now_s()
+        try:
+            stamp = checked_stamp(msg.header.stamp)
+            embedding = msg_to_embedding(msg, self.names)  # (E,)
+            if why := self.state_in.check_stamp(stamp):
+                raise MessageError("stamp", why)
+        except MessageError as err:
+            self.reject(self.state_in, err, now)
+            return
+        if now - stamp > self.input_timeout_s:
+            self.drop(
+                self.state_in,
+                "late",
+                f"state is {now - stamp:.3f} s old (timeout {self.input_timeout_s} s)",
+                now,
+            )
+            return
+        with self.lock:  # fresh from here on: the watchdog stops sending the safe action
+            self.state_in.accept(stamp, now)
+        t0 = time.perf_counter()
+        try:
+            _, skill, params = self.runtime.act(embedding)
+        except ValueError as err:
+            self.reject(self.state_in, MessageError("model_input", str(err)), now)
+            return
+        act_s = time.perf_counter() - t0
+        action = self.contract.clip(skill, params)
+        if action.clipped:
+            self.warn_throttled("clipped", f"policy output clipped into the contract: {action.reason}")
+        self.publish(action.skill, action.params, stamp)
+        with self.lock:
+            self.actions.accept(stamp, self.now_s())
+            self.act_time.add(act_s)
+            self.clipped += action.clipped
+        if self.stale:
+            self.stale = False
+            self.get_logger().info("fresh state embeddings: acting")
+
+    def watchdog(self) -> None:
+        """Safe action while inputs are stale (ROS clock)."""
+        now = self.now_s()
+        with self.lock:
+            stale = self.state_in.is_stale(now)
+        if not stale:
+            return
+        if not self.stale:
+            self.stale = True
+            self.get_logger().warning(f"no fresh state for {self.input_timeout_s} s: sending the safe action")
+        self.publish_safe(now)
+
+    def publish_safe(self, stamp: float) -> None:
+        k = self.contract.safe_skill_id
+        self.publish(k, self.contract.layout.defaults, stamp)
+        with self.lock:
+            self.safe_actions += 1
+
+    def publish(self, skill: int, params: np.ndarray, stamp: float) -> None:
+        """Action (within the contract) on the action topic, and its Twist on /cmd_vel."""
+        self.pub_action.publish(self.codec.to_msg(skill, params, stamp))
+        self.pub_cmd.publish(self.mapping.twist(skill, params))
+
+    def health(self, now: float) -> list[tuple[str, Status]]:
+        state = self.state_in.status(now)
+        if state.level == Level.ERROR:
+            state.message += f"; sending the safe action ({self.contract.safe_skill})"
+        out = self.actions.status(now)
+        out.values.update({
+            "act_p50_ms": f"{self.act_time.percentile_ms(50):.2f}",
+            "act_p99_ms": f"{self.act_time.percentile_ms(99):.2f}",
+            "clipped": str(self.clipped),
+            "safe_actions": str(self.safe_actions),
+        })  # fmt: skip
+        return [("state", state), ("action", out)]
+
+    def summary(self) -> dict[str, str]:
+        if self.runtime is None:
+            return {}
+        mode = f"safe action ({self.contract.safe_skill}): inputs stale" if self.stale else "acting"
+        return {"backend": self.runtime.backend, "precision": self.runtime.precision, "mode": mode}
+
+
+def main(args: list[str] | None = None) -> None:
+    """`ros2 run agent policy`: spin until Ctrl-C (the safe action goes out on the way) or shutdown."""
+    try:
+        # SIGINT stays a KeyboardInterrupt so `spin` can send the safe action while the context is valid.
+        with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.SIGTERM):
+            spin(PolicyNode())
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+
+
+if __name__ == "__main__":
+    main()

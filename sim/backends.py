@@ -1,0 +1,24 @@
+"""Backend registry: robot backends chosen by name, imported only when chosen (they are heavy)."""
+
+from __future__ import annotations
+
+import importlib
+
+from sim.config import SimConfig
+from sim.robot_interface import RobotInterface
+
+# name -> "module:class"; each class takes a SimConfig.
+BACKENDS: dict[str, str] = {
+    "mujoco": "sim.mujoco_backend:MujocoBackend",
+    "isaacsim": "sim.isaacsim_backend:IsaacSimBackend",
+}
+
+
+class BackendUnavailable(RuntimeError):
+    """The chosen backend cannot run on this machine; the message names what is missing."""
+
+
+def make_backend(cfg: SimConfig) -> RobotInterface:
+    """Build (not connect) the backend named by `cfg.backend`."""
+    module, _, cls = BACKENDS[cfg.backend].partition(":")
+    return getattr(importlib.import_module(module), cls)(cfg)

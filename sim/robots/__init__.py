@@ -1,0 +1,1 @@
+"""Robot definitions: per robot an MJCF model, a constants module and a skill contract."""

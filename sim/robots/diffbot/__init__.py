@@ -1,0 +1,1 @@
+"""The default robot: a differential-drive base with a forward camera and an IMU, in a marker arena."""

@@ -1,0 +1,152 @@
+"""Helpers for the ROS 2 tests: a model double, a probe node, a sensor feed and spin helpers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from policies.preprocessing import check_image, check_imu, check_scalar, check_skill
+from policies.skill_contract import SkillContract
+
+
+class FakeRuntime:
+    """Stands in for policies.runtime.StudentRuntime: same attributes and input checks, tiny shapes.
+
+    The embedding is the mean image intensity in every slot, so a test can tell frames apart; `act`
+    returns a fixed action (possibly out of bounds, to exercise clipping). Every encode call is recorded.
+    """
+
+    backend = "fake"
+    precision = "fp32"
+    image_hw = (32, 32)
+    imu_window = 8
+    embed_dim = 16
+
+    def __init__(self, contract: SkillContract, skill: int = 0, params: np.ndarray | None = None) -> None:
+        self.contract = contract
+        self.manifest = {"preprocessing": {"imu": {"rate_hz": 200.0}}}
+        self.skill = skill
+        self.params = np.asarray(contract.layout.defaults if params is None else params, dtype=np.float32)
+        self.encoded: list[dict] = []
+
+    def encode(
+        self, image: np.ndarray, imu: np.ndarray, skill: int, progress: float, step: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        check_image(image, *self.image_hw)
+        window = check_imu(imu, self.imu_window)[0]
+        check_skill(skill, self.contract.num_skills)
+        check_scalar("progress", progress, 0.0, 1.0)
+        self.encoded.append(dict(image=image, imu=window, skill=skill, progress=progress, step=step))
+        embedding = np.full(self.embed_dim, image.mean() / 255.0, dtype=np.float32)  # (E,)
+        return embedding, np.full(4, 0.5, dtype=np.float32)
+
+    def act(self, embedding: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+        emb = np.asarray(embedding, dtype=np.float32)
+        if emb.shape != (self.embed_dim,) or not np.all(np.isfinite(emb)):
+            raise ValueError(f"embedding: bad shape {emb.shape} or non-finite")
+        logits = np.zeros(self.contract.num_skills, dtype=np.float32)
+        logits[self.skill] = 1.0
+        return logits, self.skill, self.params.copy()
+
+
+def spin_until(executor: object, condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    """Spin `executor` until `condition()` holds or `timeout_s` passes; return whether it held."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        executor.spin_once(timeout_sec=0.02)
+    return condition()
+
+
+def spin_for(executor: object, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.02)
+
+
+class Probe:
+    """The test's own node: publishes the stack's inputs and records its outputs, with the graph's QoS.
+
+    Recording subscriptions keep up to 1000 messages (depth 100) so a test sees every message sent.
+    """
+
+    def __init__(self, context: object, name: str = "probe") -> None:
+        from rclpy.node import Node
+
+        self.node = Node(name, context=context)
+        self.received: dict[str, list] = {}
+        self._pubs: dict[str, object] = {}
+
+    def advertise(self, *topics: str) -> None:
+        """Create publishers now, so that discovery is under way before the first message."""
+        from agent.graph import TOPICS
+        from agent.ros_io import msg_class, qos_profile
+
+        for topic in topics:
+            if topic not in self._pubs:
+                cls, qos = msg_class(TOPICS[topic].msg_type), qos_profile(TOPICS[topic].qos)
+                self._pubs[topic] = self.node.create_publisher(cls, topic, qos)
+
+    def matched(self, *topics: str) -> bool:
+        """Every named publisher has found a subscriber (best-effort messages sent before that are lost)."""
+        return all(self._pubs[t].get_subscription_count() > 0 for t in topics)
+
+    def publish(self, topic: str, msg: object) -> None:
+        self.advertise(topic)
+        self._pubs[topic].publish(msg)
+
+    def record(self, *topics: str) -> None:
+        from agent.graph import TOPICS
+        from agent.ros_io import msg_class, qos_profile
+
+        for topic in topics:
+            t = TOPICS[topic]
+            qos = qos_profile(t.qos.with_depth(100))
+            self.received[topic] = []
+            self.node.create_subscription(msg_class(t.msg_type), t.name, self.received[topic].append, qos)
+
+    def diagnostics(self, prefix: str) -> dict[str, object]:
+        """Latest DiagnosticStatus per name starting with `prefix` (e.g. "policy: ")."""
+        latest: dict[str, object] = {}
+        for array in self.received.get("/diagnostics", []):
+            for status in array.status:
+                if status.name.startswith(prefix):
+                    latest[status.name] = status
+        return latest
+
+
+class SensorFeed:
+    """Publishes IMU samples every `imu_period_s` up to a stamp, then a camera image at that stamp.
+
+    Each IMU sample carries its offset from `t0` in accel.x, so a test can read which samples the
+    encoder's window held.
+    """
+
+    def __init__(self, probe: Probe, t0: float, hw: tuple[int, int] = (32, 32), imu_period_s: float = 0.005):
+        self.probe, self.t0, self.hw, self.period = probe, t0, hw, imu_period_s
+        self.last_imu: int | None = None  # grid index of the last IMU sample sent
+
+    def imu_until(self, t: float) -> None:
+        """IMU samples on the grid t0 + k * period, from the last one sent up to the first at or after t."""
+        from agent.messages import sample_to_imu
+
+        first = -20 if self.last_imu is None else self.last_imu + 1
+        last = int(np.ceil((t - self.t0) / self.period - 1e-9))
+        for k in range(first, last + 1):
+            ts = self.t0 + k * self.period
+            sample = np.array([ts - self.t0, 0.0, 9.81, 0.0, 0.0, 0.1])
+            self.probe.publish("/imu/data", sample_to_imu(sample, ts))
+        self.last_imu = last
+
+    def image(self, t: float, value: int = 100, encoding: str = "rgb8") -> None:
+        from agent.messages import rgb_to_image
+
+        rgb = np.full((*self.hw, 3), value, dtype=np.uint8)
+        self.probe.publish("/camera/image_raw", rgb_to_image(rgb, t, "camera", encoding))
+
+    def step(self, t: float, value: int = 100) -> None:
+        self.imu_until(t)
+        self.image(t, value)

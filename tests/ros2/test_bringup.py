@@ -1,0 +1,115 @@
+"""In-process bringup: the launch file's node set on one executor, every endpoint as the graph declares."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from agent import graph
+from agent.bringup import Bringup, launch_arguments
+from agent.messages import ActionCodec, stamp_to_sec
+from rclpy.context import Context
+from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
+from ros_harness import FakeRuntime, Probe, SensorFeed
+
+CONFIG = Path(__file__).resolve().parents[2] / "ros2_ws" / "src" / "agent" / "config" / graph.PARAMS_FILE
+# Endpoints every (lifecycle) node has besides its graph topics.
+INFRASTRUCTURE = {"/rosout", "/parameter_events"}
+
+
+def models(loader: Callable[..., FakeRuntime]) -> dict[str, dict]:
+    return {"encoder": {"runtime_loader": loader}, "policy": {"runtime_loader": loader}}
+
+
+def all_active(bringup: Bringup) -> bool:
+    return all(n.lifecycle_state == "active" for n in bringup.nodes)
+
+
+def test_nodes_topics_types_and_qos_match_the_graph(
+    ros_context: Context, fake_loader: Callable[..., FakeRuntime], contract_artifact: Path, tmp_path: Path
+) -> None:
+    params = yaml.safe_load(CONFIG.read_text())
+    params["policy"]["ros__parameters"]["input_timeout_s"] = 0.7
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params))
+    args = {"artifact_dir": str(contract_artifact), "params_file": str(params_file), "backend": "torch"}
+    with Bringup(context=ros_context, node_kwargs=models(fake_loader), **args) as bringup:
+        assert [n.get_name() for n in bringup.nodes] == [s.name for s in graph.nodes_for("none")]
+        assert bringup.spin(5.0, until=lambda: all_active(bringup)), [n.fault for n in bringup.nodes]
+        bringup.spin(0.3)
+        probe = bringup.nodes[0]
+        for spec in graph.nodes_for("none"):
+            pubs = dict(probe.get_publisher_names_and_types_by_node(spec.name, "/"))
+            subs = dict(probe.get_subscriber_names_and_types_by_node(spec.name, "/"))
+            ignored = INFRASTRUCTURE | {f"/{spec.name}/transition_event"}
+            assert set(pubs) - ignored == set(spec.publishes), spec.name
+            assert set(subs) - ignored == set(spec.subscribes), spec.name
+            for topic in spec.publishes:
+                assert pubs[topic] == [graph.TOPICS[topic].msg_type]
+                infos = probe.get_publishers_info_by_topic(topic)
+                (info,) = [i for i in infos if i.node_name == spec.name]
+                assert_qos(info.qos_profile, graph.TOPICS[topic].qos, f"{spec.name} -> {topic}")
+            for topic in spec.subscribes:
+                assert subs[topic] == [graph.TOPICS[topic].msg_type]
+                infos = probe.get_subscriptions_info_by_topic(topic)
+                (info,) = [i for i in infos if i.node_name == spec.name]
+                assert_qos(info.qos_profile, graph.TOPICS[topic].qos, f"{spec.name} <- {topic}")
+        # The parameter file and the launch arguments reached the nodes, as in the launch file.
+        assert bringup.node("policy").get_parameter("input_timeout_s").value == 0.7
+        assert bringup.node("encoder").get_parameter("backend").value == "torch"
+        assert fake_loader.calls[0][:2] == (str(contract_artifact), "torch")
+        timeout = bringup.node("encoder").describe_parameter("input_timeout_s")
+        assert timeout.floating_point_range[0].to_value == graph.node("encoder").param("input_timeout_s").high
+
+
+def assert_qos(actual: object, expected: graph.Qos, where: str) -> None:
+    reliability = {"reliable": ReliabilityPolicy.RELIABLE, "best_effort": ReliabilityPolicy.BEST_EFFORT}
+    durability = {"volatile": DurabilityPolicy.VOLATILE, "transient_local": DurabilityPolicy.TRANSIENT_LOCAL}
+    assert actual.reliability == reliability[expected.reliability], where
+    assert actual.durability == durability[expected.durability], where
+
+
+def test_camera_and_imu_in_actions_out_through_the_whole_graph(
+    ros_context: Context, fake_loader: Callable[..., FakeRuntime], contract_artifact: Path
+) -> None:
+    probe = Probe(ros_context)
+    probe.record("/agent/action", "/cmd_vel", "/opd/action")
+    with Bringup(
+        context=ros_context, node_kwargs=models(fake_loader), artifact_dir=str(contract_artifact)
+    ) as bringup:
+        bringup.executor.add_node(probe.node)
+        assert bringup.spin(5.0, until=lambda: all_active(bringup))
+        probe.advertise("/camera/image_raw", "/imu/data")
+        assert bringup.spin(5.0, until=lambda: probe.matched("/camera/image_raw", "/imu/data"))
+        codec = ActionCodec(fake_loader.runtime.contract)
+        drive = codec.contract.skill_id("drive")
+        feed, stamps = SensorFeed(probe, time.time()), []
+
+        def acted(topic: str) -> list:
+            return [m for m in probe.received[topic] if codec.from_msg(m)[0] == drive]
+
+        # Feed frames until four actions came back: a loaded machine may drop late frames on the way.
+        for _ in range(100):
+            stamps.append(time.time())
+            feed.step(stamps[-1])
+            if bringup.spin(0.05, until=lambda: len(acted("/agent/action")) >= 4):
+                break
+        assert len(acted("/agent/action")) >= 4
+        for msg in acted("/agent/action"):  # stamped with the camera image it came from
+            assert min(abs(stamp_to_sec(msg.header.stamp) - s) for s in stamps) < 1e-6
+        n = len(acted("/agent/action"))
+        assert bringup.spin(2.0, until=lambda: len(acted("/opd/action")) >= n)
+        stamps_out = [m.header.stamp for m in acted("/opd/action")[:n]]
+        assert stamps_out == [m.header.stamp for m in acted("/agent/action")[:n]]  # OPD passes them through
+    probe.node.destroy_node()
+
+
+def test_launch_arguments_are_checked_like_the_launch_file() -> None:
+    assert launch_arguments()["sim"] == "none" and launch_arguments()["backend"] == "onnxruntime"
+    with pytest.raises(ValueError, match="backend = 'tflite'"):
+        launch_arguments(backend="tflite")
+    with pytest.raises(ValueError, match="unknown launch arguments"):
+        launch_arguments(simulator="mujoco")

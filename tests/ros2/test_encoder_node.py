@@ -1,0 +1,122 @@
+"""Encoder node over real DDS: alignment on the image stamp, bad input counted and rejected, staleness."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pytest
+from agent.lifecycle_node import stop_executor
+from agent.messages import msg_to_embedding, sample_to_imu, skill_state_to_msg, stamp_to_sec
+from agent.nodes.encoder import GATES, EncoderNode
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
+from ros_harness import FakeRuntime, Probe, SensorFeed, spin_for, spin_until
+from sensor_msgs.msg import Image
+
+Rig = tuple[EncoderNode, Probe, MultiThreadedExecutor, FakeRuntime]
+
+
+@pytest.fixture
+def encoder(ros_context: Context, fake_loader: Callable[..., FakeRuntime]) -> Iterator[Rig]:
+    """An active encoder node with the fake model, a recording probe and their executor."""
+    params = [Parameter("artifact_dir", value="fake"), Parameter("input_timeout_s", value=0.3)]
+    node = EncoderNode(runtime_loader=fake_loader, context=ros_context, parameter_overrides=params)
+    probe = Probe(ros_context)
+    probe.record("/agent/state", "/diagnostics")
+    executor = MultiThreadedExecutor(context=ros_context)
+    executor.add_node(node)
+    executor.add_node(probe.node)
+    assert spin_until(executor, lambda: node.lifecycle_state == "active"), node.fault
+    inputs = ("/camera/image_raw", "/imu/data", "/agent/active_skill")
+    probe.advertise(*inputs)
+    assert spin_until(executor, lambda: probe.matched(*inputs))
+    yield node, probe, executor, fake_loader.runtime
+    stop_executor(executor)
+    node.destroy_node()
+    probe.node.destroy_node()
+
+
+def test_embedding_is_stamped_with_the_image_and_uses_the_imu_window_ending_there(encoder: Rig) -> None:
+    node, probe, executor, runtime = encoder
+    t0 = time.time()
+    feed = SensorFeed(probe, t0)
+    probe.publish("/agent/active_skill", skill_state_to_msg(1, 0.25, 7.0, t0))
+    spin_for(executor, 0.1)  # let the skill state arrive
+    stamps = []
+    for i in range(5):
+        t = time.time()
+        feed.step(t, value=10 * i)
+        stamps.append(t)
+        spin_for(executor, 0.05)
+    assert spin_until(executor, lambda: len(probe.received["/agent/state"]) >= 3)
+    names = [f"e{i}" for i in range(runtime.embed_dim)]
+    for msg in probe.received["/agent/state"]:
+        stamp = stamp_to_sec(msg.header.stamp)
+        i = int(np.argmin(np.abs(np.array(stamps) - stamp)))
+        assert stamp == pytest.approx(stamps[i], abs=1e-6)  # stamped with its image
+        assert msg.header.frame_id == "camera"
+        assert msg_to_embedding(msg, names)[0] == pytest.approx(10 * i / 255.0)  # and computed from it
+    for call in runtime.encoded:
+        window = call["imu"]  # (8, 6); accel.x holds each sample's offset from t0
+        assert window.shape == (runtime.imu_window, 6)
+        assert np.all(np.diff(window[:, 0]) > 0)  # oldest first
+        image_offset = call["image"].mean() / 10  # frame i was stamped stamps[i]
+        last = stamps[int(round(image_offset))] - t0
+        assert abs(window[-1, 0] - last) <= node.imu_buffer.tolerance_s + 1e-4
+    assert runtime.encoded[-1]["skill"] == 1 and runtime.encoded[-1]["progress"] == 0.25
+    assert runtime.encoded[-1]["step"] == 7.0
+
+
+def test_malformed_messages_are_counted_and_rejected_and_the_node_keeps_running(encoder: Rig) -> None:
+    node, probe, executor, runtime = encoder
+    t0 = time.time()
+    feed = SensorFeed(probe, t0)
+    feed.step(t0)
+    spin_for(executor, 0.2)
+    bad = Image(height=32, width=32, encoding="mono8", step=32, data=bytes(32 * 32))
+    bad.header.stamp.sec = int(t0)
+    probe.publish("/camera/image_raw", bad)  # wrong encoding
+    short = Image(height=32, width=32, encoding="rgb8", step=96, data=bytes(100))
+    short.header.stamp.sec = int(t0)
+    probe.publish("/camera/image_raw", short)  # wrong size
+    feed.image(0.0)  # zero stamp
+    feed.image(t0 - 0.05)  # older than the last accepted image
+    nan = sample_to_imu(np.array([np.nan, 0, 9.81, 0, 0, 0]), t0 + 0.001)
+    probe.publish("/imu/data", nan)
+    probe.publish("/agent/active_skill", skill_state_to_msg(7, 0.5, 1.0, t0))  # no skill 7 in the contract
+    spin_for(executor, 0.3)
+    with node.lock:
+        assert node.camera.rejected == {"encoding": 1, "size": 1, "stamp": 2}
+        assert node.imu.rejected["nonfinite"] == 1
+        assert node.skill.rejected["skill"] == 1
+    before = len(probe.received["/agent/state"])
+    t1 = time.time()
+    feed.step(t1)
+    assert spin_until(executor, lambda: len(probe.received["/agent/state"]) > before)  # still running
+    assert spin_until(executor, lambda: "encoder: camera" in probe.diagnostics("encoder: "), timeout_s=3.0)
+    camera = {kv.key: kv.value for kv in probe.diagnostics("encoder: ")["encoder: camera"].values}
+    assert (camera["rejected.encoding"], camera["rejected.size"], camera["rejected.stamp"]) == ("1", "1", "2")
+
+
+def test_stale_camera_is_a_diagnostic_error(encoder: Rig) -> None:
+    node, probe, executor, _ = encoder
+    feed = SensorFeed(probe, time.time())
+    for _ in range(3):
+        feed.step(time.time())
+        spin_for(executor, 0.05)
+    feed.imu_until(time.time())
+    spin_for(executor, 0.4)  # > input_timeout_s of 0.3 s without a camera image
+    probe.received["/diagnostics"].clear()
+    assert spin_until(executor, lambda: "encoder: camera" in probe.diagnostics("encoder: "), timeout_s=3.0)
+    status = probe.diagnostics("encoder: ")
+    assert status["encoder: camera"].level == b"\x02"  # ERROR
+    assert status["encoder: node"].level == b"\x02"
+
+
+def test_gate_names_follow_the_fusion_modalities() -> None:
+    from policies.fusion import MODALITIES
+
+    assert GATES == MODALITIES

@@ -1,0 +1,59 @@
+"""`colcon build` of ros2_ws (colcon from PyPI) into a temporary tree, and the install tree it leaves."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from agent import graph
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE_XML = REPO / "ros2_ws" / "src" / "agent" / "package.xml"
+COLCON = Path(sys.executable).with_name("colcon")
+
+
+def test_package_xml_is_format_3_with_its_dependencies() -> None:
+    root = ET.parse(PACKAGE_XML).getroot()
+    assert root.get("format") == "3" and root.findtext("name") == "agent"
+    exec_deps = {e.text for e in root.iter("exec_depend")}
+    messages = {"sensor_msgs", "std_msgs", "geometry_msgs", "diagnostic_msgs", "nav_msgs", "rosgraph_msgs"}
+    assert {"rclpy", "launch", "launch_ros", "message_filters"} | messages <= exec_deps
+    assert {"ament_copyright", "ament_flake8", "ament_pep257"} <= {e.text for e in root.iter("test_depend")}
+    assert root.find("export/build_type").text == "ament_python"
+
+
+@pytest.mark.skipif(not COLCON.exists(), reason="colcon is not installed in this environment (the dev extra)")
+def test_colcon_build_installs_nodes_launch_config_and_ament_index(tmp_path: Path) -> None:
+    before = sorted(p.name for p in (REPO / "ros2_ws" / "src" / "agent").iterdir())
+    cmd = [
+        str(COLCON), "--log-base", str(tmp_path / "log"), "build",
+        "--base-paths", str(REPO / "ros2_ws" / "src"),
+        "--build-base", str(tmp_path / "build"),
+        "--install-base", str(tmp_path / "install"),
+    ]  # fmt: skip
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    prefix = tmp_path / "install" / "agent"
+    share = prefix / "share" / "agent"
+    assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / "agent").is_file()
+    assert (share / "package.xml").is_file()
+    launch_file = share / "launch" / "bringup.launch.py"
+    assert launch_file.read_text() == (REPO / "launch" / "bringup.launch.py").read_text()
+    assert (share / "config" / graph.PARAMS_FILE).read_text() == graph.params_yaml()
+    for spec in graph.NODES:
+        exe = prefix / "lib" / "agent" / spec.executable
+        assert exe.is_file() and os.access(exe, os.X_OK), spec.executable
+    (site,) = (prefix / "lib").glob("python3*/site-packages")
+    assert (site / "agent" / "graph.py").is_file(), "the launch file imports agent.graph from the install"
+    (entry_points,) = site.glob("agent-*.egg-info/entry_points.txt")
+    scripts = {line.replace(" ", "") for line in entry_points.read_text().splitlines()}
+    assert {s.entry_point.replace(" ", "") for s in graph.NODES} <= scripts  # each runs its graph module
+    # The source tree is left as it was (no egg-info, build or install folders next to setup.py).
+    assert sorted(p.name for p in (REPO / "ros2_ws" / "src" / "agent").iterdir()) == before
+    assert not any(p.name.endswith(".egg-info") for p in (REPO / "ros2_ws" / "src" / "agent").iterdir())
+    shutil.rmtree(tmp_path / "build", ignore_errors=True)

@@ -1,0 +1,182 @@
+"""Policy node over real DDS: commands within the contract, safe action on stale inputs, bad input."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pytest
+from agent.base_command import TwistMapping
+from agent.lifecycle_node import stop_executor
+from agent.messages import ActionCodec, embedding_names, embedding_to_msg, sec_to_stamp, stamp_to_sec
+from agent.nodes.policy import PolicyNode
+from rclpy.context import Context
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
+from ros_harness import FakeRuntime, Probe, spin_for, spin_until
+from rosgraph_msgs.msg import Clock
+
+from policies.skill_contract import SkillContract
+
+ERROR = b"\x02"
+EMBED_DIM = 16  # FakeRuntime.embed_dim
+
+
+Rig = tuple[PolicyNode, Probe, MultiThreadedExecutor]
+PolicyRig = tuple[PolicyNode, Probe, MultiThreadedExecutor, ActionCodec]
+
+
+def start_policy(ctx: Context, loader: Callable[..., FakeRuntime], *extra: Parameter) -> Rig:
+    params = [Parameter("artifact_dir", value="fake"), Parameter("input_timeout_s", value=0.3), *extra]
+    node = PolicyNode(runtime_loader=loader, context=ctx, parameter_overrides=params)
+    probe = Probe(ctx)
+    probe.record("/agent/action", "/cmd_vel", "/diagnostics")
+    executor = MultiThreadedExecutor(context=ctx)
+    executor.add_node(node)
+    executor.add_node(probe.node)
+    assert spin_until(executor, lambda: node.lifecycle_state == "active"), node.fault
+    probe.advertise("/agent/state")
+    assert spin_until(executor, lambda: probe.matched("/agent/state"))
+    return node, probe, executor
+
+
+@pytest.fixture
+def policy(
+    ros_context: Context, fake_loader: Callable[..., FakeRuntime], contract: SkillContract
+) -> Iterator[PolicyRig]:
+    # The model proposes `drive` far outside the bounds: every command must still be within them.
+    fake_loader.runtime.skill = contract.skill_id("drive")
+    fake_loader.runtime.params = np.array([5.0, -9.0, 0.0, 1.5], dtype=np.float32)
+    node, probe, executor = start_policy(ros_context, fake_loader)
+    yield node, probe, executor, ActionCodec(contract)
+    stop_executor(executor)
+    node.destroy_node()
+    probe.node.destroy_node()
+
+
+def send_state(probe: Probe, stamp: float, value: float = 0.5) -> None:
+    emb = np.full(EMBED_DIM, value, dtype=np.float32)
+    probe.publish("/agent/state", embedding_to_msg(emb, stamp, "camera", embedding_names(EMBED_DIM)))
+
+
+def assert_within_contract(probe: Probe, codec: ActionCodec) -> None:
+    """Every action decodes under the contract (ActionCodec checks the bounds); each Twist is its mapping."""
+    mapping = TwistMapping(codec.contract)
+    actions, twists = probe.received["/agent/action"], probe.received["/cmd_vel"]
+    assert len(actions) == len(twists) > 0
+    for msg, twist in zip(actions, twists, strict=True):
+        skill, params = codec.from_msg(msg)
+        assert (twist.linear.x, twist.angular.z) == mapping.velocity(skill, params)
+
+
+def skills(probe: Probe, codec: ActionCodec) -> list[int]:
+    return [codec.from_msg(m)[0] for m in probe.received["/agent/action"]]
+
+
+def test_stale_inputs_give_the_safe_action_and_an_error_then_acting_resumes(policy: PolicyRig) -> None:
+    node, probe, executor, codec = policy
+    drive, stop = codec.contract.skill_id("drive"), codec.contract.safe_skill_id
+    spin_for(executor, 0.3)
+    assert set(skills(probe, codec)) == {stop}  # no state yet: held at the safe action
+    for _ in range(6):
+        send_state(probe, time.time())
+        spin_for(executor, 0.05)
+    assert spin_until(executor, lambda: skills(probe, codec)[-1] == drive)
+    acted = [m for m in probe.received["/agent/action"] if codec.from_msg(m)[0] == drive]
+    _, params = codec.from_msg(acted[-1])
+    layout = codec.contract.layout
+    assert params[0] == layout.high[0] and params[1] == layout.low[1]  # clipped to the bounds
+    assert node.clipped >= 1
+
+    n = len(probe.received["/agent/action"])  # inputs stop here
+    assert spin_until(executor, lambda: skills(probe, codec)[n:].count(stop) >= 3, timeout_s=2.0)
+    probe.received["/diagnostics"].clear()
+    assert spin_until(executor, lambda: "policy: state" in probe.diagnostics("policy: "), timeout_s=3.0)
+    diag = probe.diagnostics("policy: ")
+    assert diag["policy: state"].level == ERROR and diag["policy: node"].level == ERROR
+    assert "safe action" in diag["policy: state"].message
+
+    n = len(probe.received["/agent/action"])
+    for _ in range(4):
+        send_state(probe, time.time())
+        spin_for(executor, 0.05)
+    assert spin_until(executor, lambda: drive in skills(probe, codec)[n:])  # resumed
+    assert_within_contract(probe, codec)
+
+
+def test_malformed_state_is_counted_and_rejected(policy: PolicyRig) -> None:
+    node, probe, executor, codec = policy
+    t = time.time()
+    send_state(probe, t)
+    spin_for(executor, 0.1)
+    names = embedding_names(EMBED_DIM)
+    bad = [
+        embedding_to_msg(np.zeros(EMBED_DIM + 1), t + 0.01, "c", names + ["x"]),  # layout
+        embedding_to_msg(np.full(EMBED_DIM, np.nan), t + 0.02, "c", names),  # NaN
+        embedding_to_msg(np.zeros(EMBED_DIM), 0.0, "c", names),  # zero stamp
+        embedding_to_msg(np.zeros(EMBED_DIM), t - 0.1, "c", names),  # backwards
+        embedding_to_msg(np.zeros(EMBED_DIM), t - 5.0, "c", names),  # far too old to act on
+    ]
+    seen = lambda: sum(node.state_in.rejected.values()) + sum(node.state_in.dropped.values())  # noqa: E731
+    for msg in bad:  # one at a time: the state topic keeps only the latest message (depth 1)
+        before = seen()
+        probe.publish("/agent/state", msg)
+        assert spin_until(executor, lambda b=before: seen() > b, timeout_s=2.0)
+    assert node.state_in.rejected == {"layout": 1, "nonfinite": 1, "stamp": 2}
+    assert node.state_in.dropped["late"] == 1
+    n = len(probe.received["/agent/action"])
+    send_state(probe, time.time())
+    drive = codec.contract.skill_id("drive")
+    assert spin_until(executor, lambda: drive in skills(probe, codec)[n:])  # still acting
+    assert_within_contract(probe, codec)
+
+
+def test_deactivate_leaves_the_robot_on_the_safe_action(policy: PolicyRig) -> None:
+    node, probe, executor, codec = policy
+    send_state(probe, time.time())
+    spin_until(executor, lambda: codec.contract.skill_id("drive") in skills(probe, codec))
+    node.trigger_deactivate()
+    spin_for(executor, 0.3)
+    assert skills(probe, codec)[-1] == codec.contract.safe_skill_id
+    assert probe.received["/cmd_vel"][-1].linear.x == 0.0 and probe.received["/cmd_vel"][-1].angular.z == 0.0
+    n = len(probe.received["/agent/action"])
+    send_state(probe, time.time())
+    spin_for(executor, 0.3)
+    assert len(probe.received["/agent/action"]) == n  # inactive: silent
+
+
+def test_staleness_follows_sim_time(
+    ros_context: Context, fake_loader: Callable[..., FakeRuntime], contract: SkillContract
+) -> None:
+    """With use_sim_time the watchdog runs on /clock: sim time standing still is not staleness."""
+    node, probe, executor = start_policy(ros_context, fake_loader, Parameter("use_sim_time", value=True))
+    codec = ActionCodec(contract)
+    stop = contract.safe_skill_id
+
+    def clock(t: float) -> None:
+        probe.publish("/clock", Clock(clock=sec_to_stamp(t)))
+
+    probe.advertise("/clock")
+    assert spin_until(executor, lambda: probe.matched("/clock"))
+    clock(100.0)
+    assert spin_until(executor, lambda: abs(node.now_s() - 100.0) < 1e-6)
+    spin_for(executor, 0.1)
+    n = len(probe.received["/agent/action"])  # safe actions so far: no state yet
+    send_state(probe, 100.0)
+    assert spin_until(executor, lambda: len(probe.received["/agent/action"]) > n)
+    acted = probe.received["/agent/action"][n]
+    assert codec.from_msg(acted)[0] == contract.skill_id("drive")
+    assert stamp_to_sec(acted.header.stamp) == 100.0
+    spin_for(executor, 0.5)  # wall time passes, sim time does not: no safe action
+    assert stop not in skills(probe, codec)[n:]
+    clock(100.5)  # 0.5 s of sim time > input_timeout_s
+    for t in np.arange(100.55, 100.8, 0.05):
+        clock(float(t))
+        spin_for(executor, 0.05)
+    assert spin_until(executor, lambda: stop in skills(probe, codec)[n:])
+    safe = [m for m in probe.received["/agent/action"][n:] if codec.from_msg(m)[0] == stop]
+    assert 100.3 < stamp_to_sec(safe[0].header.stamp) < 101.0  # stamped in sim time
+    stop_executor(executor)
+    node.destroy_node()
+    probe.node.destroy_node()
