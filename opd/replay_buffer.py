@@ -26,6 +26,11 @@ class Batch:
     next_obs: torch.Tensor
     terminated: torch.Tensor
 
+    @staticmethod
+    def cat(batches: list[Batch]) -> Batch:
+        """One batch of the rows of several, in order. Shapes: (B_1 + ... + B_n, ...)."""
+        return Batch(*(torch.cat([getattr(b, f) for b in batches]) for f in _FIELDS))
+
 
 class ReplayBuffer:
     """Fixed-capacity ring of transitions."""

@@ -16,8 +16,11 @@ from policies.skill_contract import SkillContract
 class TeacherConfig(Config):
     """Teacher actor."""
 
-    hidden: list[int] = Field(default_factory=lambda: [256, 256])  # MLP widths
+    hidden: list[int] = Field(default_factory=lambda: [256, 256])  # MLP widths, units
     head: HeadConfig = Field(default_factory=lambda: HeadConfig(hidden=[]))  # the MLP above is the trunk
+    # Part of what the policy means, so it travels with the weights (teacher.yaml): training, evaluation and
+    # deployment hold each decision this long. 4 = 5 Hz on the 20 Hz loop (see opd/hybrid_sac.py, gamma).
+    action_repeat: int = Field(4, ge=1)  # control periods each decision is held, periods
 
 
 def teacher_features(privileged: np.ndarray, skill: np.ndarray, num_skills: int) -> np.ndarray:

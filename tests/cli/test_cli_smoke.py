@@ -74,3 +74,46 @@ def test_bench_encoder_prints_json_with_figures_and_reasons(tiny_yaml):
     assert ort_r["max_abs_diff_embedding"] < 1e-4 and ort_r["skill_agreement"] == 1.0
     trt = result["backends"]["tensorrt"]
     assert trt["available"] or trt["reason"]
+
+
+TINY_TEACHER = {
+    "learning_starts": 32,
+    "actor_starts": 64,
+    "updates_per_step": 0.1,
+    "checkpoint_every": 1000,
+    "teacher": {"hidden": [32]},
+    "sac": {"batch_size": 32, "critic_hidden": [32]},
+    "demos": {"episodes": 4, "bc_updates": 20},
+}
+
+
+def test_train_then_eval_teacher(tmp_path):
+    (tmp_path / "teacher.yaml").write_text(yaml.safe_dump(TINY_TEACHER))
+    run = tmp_path / "run"
+    out = agent("train", "teacher", "--sim", "mujoco", "--envs", "4", "--steps", "128", "--seed", "3",
+                "--out", str(run), "--config", str(tmp_path / "teacher.yaml"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert f"wrote {run / 'teacher.pt'}" in out.stdout
+    resolved = yaml.safe_load((run / "config.yaml").read_text())
+    assert (resolved["num_envs"], resolved["total_steps"], resolved["seed"]) == (4, 128, 3)
+    for proxy in ((), ("--proxy",)):
+        ev = agent("eval", "teacher", "--checkpoint", str(run / "teacher.pt"), "--episodes", "3",
+                   "--envs", "3", "--json", *proxy)  # fmt: skip
+        assert ev.returncode == 0, ev.stderr
+        report = json.loads(ev.stdout)
+        assert report["episodes"] == 3 and report["sim"] == "mujoco" and report["proxy"] == bool(proxy)
+        lo, hi = report["ci95"]
+        assert 0.0 <= lo <= report["success_rate"] <= hi <= 1.0
+        assert isinstance(report["mean_return"], float)
+
+
+def test_eval_teacher_defaults_to_the_committed_checkpoint():
+    ev = agent("eval", "teacher", "--episodes", "2", "--envs", "2")
+    assert ev.returncode == 0, ev.stderr
+    assert "2 episodes on the clean sim" in ev.stdout
+
+
+def test_eval_teacher_without_a_checkpoint_fails_with_one_clear_line(tmp_path):
+    ev = agent("eval", "teacher", "--checkpoint", str(tmp_path / "none.pt"), "--json")
+    assert ev.returncode == 2
+    assert "none.yaml" in ev.stderr and "Traceback" not in ev.stderr

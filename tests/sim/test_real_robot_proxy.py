@@ -93,9 +93,10 @@ def test_latency_of_l_seconds_shifts_each_stream_by_l(k_cam: int, k_imu: int, k_
 def test_camera_latency_shifts_mujoco_frames() -> None:
     cfg = sim_config(task={"num_obstacles": 0})
     k = 2
-    with RealRobotProxy(MujocoBackend(cfg), ideal()) as ref, RealRobotProxy(
-        MujocoBackend(cfg), ideal(camera={"latency_s": k * 0.05})
-    ) as late:
+    with (
+        RealRobotProxy(MujocoBackend(cfg), ideal()) as ref,
+        RealRobotProxy(MujocoBackend(cfg), ideal(camera={"latency_s": k * 0.05})) as late,
+    ):
         (obs_ref, _), (obs_late, _) = rollout(ref, 10), rollout(late, 10)
     for t in range(k, 11):
         np.testing.assert_array_equal(obs_late[t].image_stamp_s, obs_ref[t - k].image_stamp_s)

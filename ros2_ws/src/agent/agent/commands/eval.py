@@ -25,14 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--checkpoint", type=Path, default=DEFAULT_TEACHER, help="teacher.pt (teacher.yaml beside it)"
     )
     t.add_argument("--json", action="store_true", help="print one JSON object")
+    t.add_argument("--envs", type=int, default=16, help="episodes run side by side (one backend object)")
 
 
 def run(args: argparse.Namespace) -> int:
     from opd.evaluation import evaluate_teacher, load_teacher
 
-    report = evaluate_teacher(
-        load_teacher(args.checkpoint), args.episodes, proxy=args.proxy_config if args.proxy else None
-    )
+    proxy = args.proxy_config if args.proxy else None
+    report = evaluate_teacher(load_teacher(args.checkpoint), args.episodes, proxy=proxy, num_envs=args.envs)
     if args.json:
         print(json.dumps(report))
     else:

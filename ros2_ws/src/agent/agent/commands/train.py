@@ -16,8 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "teacher", help="train the teacher with hybrid SAC (resumes from --out if it has a checkpoint)"
     )
     t.add_argument("--sim", choices=["mujoco", "isaacsim"], help="simulator backend (default: the config's)")
-    t.add_argument("--envs", type=int, help="parallel envs")
-    t.add_argument("--steps", type=int, help="total env steps")
+    t.add_argument("--envs", type=int, help="parallel envs (one backend object)")
+    t.add_argument("--steps", type=int, help="RL env steps (decisions), summed over envs")
     t.add_argument("--seed", type=int, help="seed")
     t.add_argument("--out", type=Path, default=Path("runs/teacher"), help="output directory")
     t.add_argument("--config", type=Path, help="training config YAML (default opd/configs/teacher.yaml)")
@@ -32,5 +32,8 @@ def run(args: argparse.Namespace) -> int:
         {**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
     )
     teacher = TeacherTrainer(cfg, args.out).run()
+    if teacher is None:  # stopped by SIGINT/SIGTERM after a checkpoint
+        print(f"interrupted; rerun the same command to resume from {args.out / 'checkpoints'}")
+        return 130
     print(f"wrote {teacher}")
     return 0
