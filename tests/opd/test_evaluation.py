@@ -62,7 +62,8 @@ def test_the_committed_teacher_loads_and_acts_inside_the_contract() -> None:
         assert np.all((0 <= skill) & (skill < teacher.contract.num_skills))
         assert np.all((lay.low <= params) & (params <= lay.high))
         others = ~teacher.contract.param_mask(skill)
-        np.testing.assert_array_equal(params[others], np.broadcast_to(lay.defaults, params.shape)[others])
+        defaults = np.broadcast_to(lay.defaults, params.shape)[others].astype(np.float32)  # the head's dtype
+        np.testing.assert_array_equal(params[others].astype(np.float32), defaults)
         np.testing.assert_array_equal(teacher.act(feats)[0], skill)  # greedy: deterministic
         obs, *_ = envs.step({"skill": skill, "params": params})
     envs.close()

@@ -78,14 +78,14 @@ def test_encoder_and_policy_processes_turn_camera_and_imu_into_bounded_commands(
 
         n = len(probe.received["/agent/action"])
         procs["policy"].send_signal(signal.SIGINT)  # Ctrl-C: the robot must be left on the safe action
-        assert procs["policy"].wait(timeout=10) == 0
+        assert exit_code(procs["policy"], tmp_path / "policy.log") == 0
         spin_for(executor, 0.3)
         last = probe.received["/agent/action"][n:]
         assert last and codec.from_msg(last[-1])[0] == contract.safe_skill_id
         stopped = probe.received["/cmd_vel"][-1]
         assert (stopped.linear.x, stopped.angular.z) == (0.0, 0.0)
         procs["encoder"].send_signal(signal.SIGINT)
-        assert procs["encoder"].wait(timeout=10) == 0
+        assert exit_code(procs["encoder"], tmp_path / "encoder.log") == 0
     finally:
         for p in procs.values():
             if p.poll() is None:
@@ -93,3 +93,11 @@ def test_encoder_and_policy_processes_turn_camera_and_imu_into_bounded_commands(
                 p.wait()
         executor.shutdown()
         probe.node.destroy_node()
+
+
+def exit_code(proc: subprocess.Popen, log: Path, timeout_s: float = 10.0) -> int:
+    """The exit code of a node stopped by a signal; its log in the failure if it does not stop in time."""
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{log.stem} did not stop within {timeout_s} s of the signal:\n{log.read_text()}")
