@@ -41,9 +41,10 @@ shift || true
 case "$cmd" in
     run)
         setup; export_env
-        # Until the simulator and OPD land, the main job is the encoder benchmark on this machine.
-        echo "[bootstrap] main job: agent bench encoder (the MuJoCo graph run replaces it once sim/ lands)"
-        exec agent bench encoder "$@"
+        # The whole ROS 2 graph on the MuJoCo default. Until Online Policy Distillation trains the student,
+        # the committed teacher drives (an untrained student acts at random); extra arguments override.
+        echo "[bootstrap] main job: agent run --sim mujoco --drive teacher --duration 120 (the ROS 2 graph)"
+        exec agent run --sim mujoco --drive teacher --duration 120 "$@"
         ;;
     test)
         setup; export_env

@@ -114,3 +114,27 @@ def tiny_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     })  # fmt: skip
     out = tmp_path_factory.mktemp("artifact") / "student"
     return export_artifact(out, student_cfg=cfg, predictor_cfg=PredictorConfig(in_dim=16, hidden=8))
+
+
+@pytest.fixture(scope="session")
+def tiny_teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained teacher.pt + teacher.yaml as `agent train teacher` writes them, for the MuJoCo default."""
+    import torch
+    import yaml
+
+    from policies.teacher_policy import TeacherConfig, TeacherPolicy
+    from sim.config import SimConfig
+    from sim.marker_task import privileged_fields
+
+    fields = privileged_fields(
+        SimConfig.from_yaml(REPO / "sim" / "configs" / "mujoco.yaml").task.num_obstacles
+    )
+    contract = SkillContract.load(CONTRACT_YAML)
+    cfg = TeacherConfig(hidden=[16], action_repeat=2)
+    teacher = TeacherPolicy(len(fields) + contract.num_skills, contract, cfg)
+    out = tmp_path_factory.mktemp("teacher")
+    torch.save(teacher.state_dict(), out / "teacher.pt")
+    meta = {"obs_dim": teacher.obs_dim, "teacher": cfg.model_dump(mode="json"),
+            "contract": contract.model_dump(mode="json"), "privileged_fields": list(fields)}  # fmt: skip
+    (out / "teacher.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+    return out / "teacher.pt"

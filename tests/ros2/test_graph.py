@@ -10,13 +10,25 @@ from pathlib import Path
 import pytest
 from agent import graph
 
-CONFIG = Path(__file__).resolve().parents[2] / "ros2_ws" / "src" / "agent" / "config" / graph.PARAMS_FILE
-NOT_YET = {"sim_bridge", "teacher"}  # land with the sim package (issue 4, second part)
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "ros2_ws" / "src" / "agent" / "config" / graph.PARAMS_FILE
+README = REPO / "README.md"
 
 
 def test_parameter_file_is_rendered_from_the_graph() -> None:
     assert CONFIG.read_text() == graph.params_yaml(), (
         "config/agent.yaml is out of date: python -m agent.graph > ros2_ws/src/agent/config/agent.yaml"
+    )
+
+
+def test_readme_graph_section_is_generated_from_the_graph() -> None:
+    text = README.read_text()
+    assert text == graph.with_graph_section(text), (
+        "README.md's graph section is out of date: python -m agent.graph --readme README.md"
+    )
+    section = text.split(graph.README_BEGIN)[1].split(graph.README_END)[0]
+    assert all(f"`{t}`" in section for t in graph.TOPICS) and all(
+        f"`{n.name}`" in section for n in graph.NODES
     )
 
 
@@ -36,7 +48,10 @@ def test_graph_is_consistent() -> None:
     subscribed = {t for n in graph.NODES for t in n.subscribes}
     # Every topic has a publisher in the graph; all but the outputs for the robot and for tools are read.
     assert published == set(graph.TOPICS)
-    assert set(graph.TOPICS) - subscribed == {"/cmd_vel", "/opd/action", "/odom", "/clock", "/diagnostics"}
+    assert set(graph.TOPICS) - subscribed == {"/cmd_vel", "/odom", "/clock", "/diagnostics"}
+    # The sim bridge is driven by OPD's action, or by a parameter's choice among the other actions.
+    assert graph.node("sim_bridge").subscribes == (graph.DRIVE_TOPICS["opd"],)
+    assert set(graph.node("sim_bridge").selectable) == set(graph.DRIVE_TOPICS.values()) - {"/opd/action"}
     assert [n.name for n in graph.nodes_for("none")] == ["encoder", "policy", "opd"]
     assert [n.name for n in graph.nodes_for("mujoco")] == names
     with pytest.raises(ValueError, match="choose one of"):
@@ -51,12 +66,7 @@ def test_param_check_names_the_parameter() -> None:
         graph.node("encoder").param("backend").check("tflite")
 
 
-@pytest.mark.parametrize(
-    "spec",
-    [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="lands with the sim package"))
-     if s.name in NOT_YET else s for s in graph.NODES],
-    ids=[s.name for s in graph.NODES],
-)  # fmt: skip
+@pytest.mark.parametrize("spec", graph.NODES, ids=[s.name for s in graph.NODES])
 def test_every_node_has_its_class_and_main(spec: graph.NodeSpec) -> None:
     module = importlib.import_module(spec.module)
     assert callable(module.main) and isinstance(getattr(module, spec.class_name), type)

@@ -1,8 +1,14 @@
-"""In-process bringup: the launch file's node set in one process, on one MultiThreadedExecutor.
+"""In-process bringup: the launch file's node set in one process, each node on a MultiThreadedExecutor.
 
-This is rclpy's composition: each node keeps its own callback groups (intake vs inference), and the
-executor's threads run them in parallel. It reads the same definition as launch/bringup.launch.py
-(`agent.graph`) and takes the same launch arguments with the same meaning:
+This is composition with isolated executors (what rclcpp's component_container_isolated does): every node
+gets its own MultiThreadedExecutor, spun by a thread of its own, and keeps its callback groups (intake vs
+inference) running in parallel. One executor for all nodes cannot carry the graph here: it rebuilds its
+wait set over every entity of every node (about 30 per lifecycle node: services, event handlers, timers,
+subscriptions) on each wake-up and takes one message per wake-up, which capped five nodes at ~350
+callbacks/s on a 2-core machine, below the 200 Hz IMU plus the rest of the graph; a node's own wait set is
+a fifth of that. Each executor `spin`s (a spin_once(timeout) loop would create a timeout timer per
+message). The bringup reads the same definition as launch/bringup.launch.py (`agent.graph`) and
+takes the same launch arguments with the same meaning:
 
     with Bringup(artifact_dir="artifacts/student", sim="none") as stack:
         stack.spin(duration_s=10.0)
@@ -13,6 +19,7 @@ Launch-argument values are strings, as on the `ros2 launch` command line ("true"
 from __future__ import annotations
 
 import importlib
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -80,7 +87,10 @@ def create_nodes(
 
 
 class Bringup:
-    """The graph's nodes on a MultiThreadedExecutor; a context manager that finalizes them on exit."""
+    """The graph's nodes, each on its own MultiThreadedExecutor and thread; finalized on exit.
+
+    Executors spin from the first `spin` call until `close`; `spin` itself only waits.
+    """
 
     def __init__(
         self,
@@ -91,10 +101,12 @@ class Bringup:
     ) -> None:
         self.args = launch_arguments(**launch_args)
         self.context = context
+        self.num_threads = num_threads  # per node executor; None = one per CPU
         self.nodes = create_nodes(self.args, context, node_kwargs)
-        self.executor = MultiThreadedExecutor(num_threads=num_threads, context=context)
+        self.executors: list[MultiThreadedExecutor] = []
+        self._threads: list[threading.Thread] = []
         for n in self.nodes:
-            self.executor.add_node(n)
+            self._add_executor(n)
 
     def __enter__(self) -> Bringup:
         return self
@@ -108,25 +120,47 @@ class Bringup:
                 return n
         raise KeyError(f"no running node {name!r}; running: {[n.get_name() for n in self.nodes]}")
 
+    def add_node(self, extra: Node) -> None:
+        """Spin another node (a tool or a test probe) beside the graph, on an executor of its own."""
+        self._add_executor(extra)
+        if self._threads:
+            self._start(len(self.executors) - 1)
+
     def spin(self, duration_s: float | None = None, until: Callable[[], bool] | None = None) -> bool:
         """Spin until `duration_s` passed, `until()` holds or the context shuts down; True if `until` held."""
+        if not self._threads:
+            for i in range(len(self.executors)):
+                self._start(i)
         deadline = None if duration_s is None else time.monotonic() + duration_s
         while rclpy.ok(context=self.context) and (deadline is None or time.monotonic() < deadline):
             if until is not None and until():
                 return True
-            self.executor.spin_once(timeout_sec=0.05)
+            time.sleep(0.01)
         return until is not None and until()
 
     def close(self) -> None:
-        """Stop the executor, finalize every node (the policy sends its safe action), destroy them."""
-        stop_executor(self.executor)  # first: no callback may run on an entity that finalize destroys
+        """Stop the executors, finalize every node (the policy sends its safe action), destroy them."""
+        for executor in self.executors:
+            stop_executor(executor)  # first: no callback may run on an entity that finalize destroys
+        for thread in self._threads:
+            thread.join()
         for n in self.nodes:
             finalize = getattr(n, "finalize", None)
             if finalize is not None:
                 finalize()
         for n in self.nodes:
             n.destroy_node()
-        self.nodes = []
+        self.nodes, self.executors, self._threads = [], [], []
+
+    def _add_executor(self, n: Node) -> None:
+        executor = MultiThreadedExecutor(num_threads=self.num_threads, context=self.context)
+        executor.add_node(n)
+        self.executors.append(executor)
+
+    def _start(self, i: int) -> None:
+        thread = threading.Thread(target=self.executors[i].spin, name=f"executor-{i}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
 
 
 def _node_class(spec: graph.NodeSpec) -> type[Node]:

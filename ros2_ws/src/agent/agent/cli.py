@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export", "export the student and predictor as one deployment artifact"),
     "train": ("train", "train policies headless (teacher: hybrid SAC on privileged state)"),
     "eval": ("eval", "evaluate policies over seeded episodes with confidence intervals"),
+    "run": ("run", "run the whole ROS 2 graph in one process against a simulator, with live progress"),
 }
 
 

@@ -6,8 +6,10 @@ names, message types and QoS of every publisher and subscription), `config/agent
 a test keeps them equal) and the README. It imports nothing but the standard library, so `setup.py` and
 the launch file can load it without rclpy, numpy or the models.
 
-Regenerate the parameter file after changing a parameter here:
+Regenerate the parameter file after changing a parameter here, and the README's graph section after
+changing a node or topic (tests compare both with this module):
     python -m agent.graph > ros2_ws/src/agent/config/agent.yaml
+    python -m agent.graph --readme README.md
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Literal
 
 PACKAGE = "agent"
 PARAMS_FILE = "agent.yaml"  # under the package share's config/
+README_BEGIN, README_END = "<!-- graph:begin -->", "<!-- graph:end -->"  # the README's generated section
 SIMS = ("none", "mujoco", "isaacsim")
 BACKENDS = ("tensorrt", "onnxruntime", "torch")  # policies.runtime.BACKENDS, in the issue's order
 
@@ -65,7 +68,9 @@ TOPICS: dict[str, Topic] = {
     for t in (
         Topic("/camera/image_raw", "sensor_msgs/msg/Image", SENSOR_DATA, 20.0,
               "forward camera, rgb8 or bgr8, stamped at exposure"),
-        Topic("/imu/data", "sensor_msgs/msg/Imu", SENSOR_DATA.with_depth(50), 200.0,
+        # Depth 200 (1 s): the sim bridge publishes each control period's samples together, and after an
+        # episode reset the whole settling window (100 samples) at once; none of it may be overwritten.
+        Topic("/imu/data", "sensor_msgs/msg/Imu", SENSOR_DATA.with_depth(200), 200.0,
               "IMU: linear acceleration m/s^2, angular velocity rad/s, stamped at measurement"),
         Topic("/agent/active_skill", "sensor_msgs/msg/JointState", LATCHED, 20.0,
               "skill being executed, task progress and step (agent.messages.SKILL_STATE_NAMES)"),
@@ -80,9 +85,13 @@ TOPICS: dict[str, Topic] = {
         Topic("/teacher/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
               "teacher hybrid action on the sim twin's privileged state, stamped with that state"),
         Topic("/sim/privileged_state", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
-              "true, undelayed state of the sim twin that the teacher acts on"),
-        Topic("/odom", "nav_msgs/msg/Odometry", RELIABLE, 50.0, "base odometry"),
-        Topic("/clock", "rosgraph_msgs/msg/Clock", CLOCK, 100.0, "simulation time (use_sim_time)"),
+              "true, undelayed state of the sim twin and its active skill, that the teacher acts on"),
+        Topic("/odom", "nav_msgs/msg/Odometry", RELIABLE, 20.0,
+              "wheel odometry (dead reckoning from the encoders), stamped at measurement"),
+        # Once per control period: every node with use_sim_time subscribes, so a faster clock costs each of
+        # them a callback per tick on the shared executor.
+        Topic("/clock", "rosgraph_msgs/msg/Clock", CLOCK, 20.0,
+              "simulation time (use_sim_time), one tick per control period"),
         Topic("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", RELIABLE, 1.0,
               "per-node health: input rates, latency, backend, dropped and rejected messages"),
     )
@@ -139,11 +148,12 @@ class NodeSpec:
     params: tuple[Param, ...]
     sim_only: bool = False  # started only when the launch argument `sim` is not `none`
     executable: str = field(default="")  # console script under lib/agent; defaults to `name`
+    selectable: tuple[str, ...] = ()  # topics a parameter may subscribe to instead of a declared one
 
     def __post_init__(self) -> None:
         if not self.executable:
             object.__setattr__(self, "executable", self.name)
-        unknown = [t for t in self.subscribes + self.publishes if t not in TOPICS]
+        unknown = [t for t in self.subscribes + self.publishes + self.selectable if t not in TOPICS]
         if unknown:
             raise ValueError(f"node {self.name}: unknown topics {unknown}")
 
@@ -187,6 +197,9 @@ COMMON_PARAMS: tuple[Param, ...] = (
 _ARTIFACT = Param("artifact_dir", "", "artifact directory from `agent export`", launch_arg="artifact_dir")
 _BACKEND = Param("backend", "onnxruntime", "inference backend", choices=BACKENDS, launch_arg="backend")
 _THREADS = Param("inference_threads", 0, "intra-op threads of the backend; 0 = backend default", "", 0, 64)
+# The hybrid action that drives the simulated robot (sim_bridge's `drive`): OPD's executed action by
+# default; the student's or the teacher's directly to watch either one alone.
+DRIVE_TOPICS = {"opd": "/opd/action", "student": "/agent/action", "teacher": "/teacher/action"}
 
 NODES: tuple[NodeSpec, ...] = (
     NodeSpec(
@@ -196,6 +209,9 @@ NODES: tuple[NodeSpec, ...] = (
         publishes=("/agent/state", "/diagnostics"),
         params=COMMON_PARAMS + (
             _ARTIFACT, _BACKEND, _THREADS,
+            Param("precision", "", "encoder precision; empty = the backend's default (fp32, TensorRT fp16); "
+                  "int8 needs an artifact exported with --int8 (ONNX Runtime)",
+                  choices=("", "fp32", "fp16", "int8")),
             Param("sync_tolerance_s", 0.01, "max |IMU stamp - image stamp| for the window's last sample",
                   "s", 0.0, 0.5),
             Param("imu_buffer_size", 1000, "IMU samples kept for alignment (>= the model's window)",
@@ -232,17 +248,30 @@ NODES: tuple[NodeSpec, ...] = (
     ),
     NodeSpec(
         "sim_bridge", "agent.nodes.sim_bridge", "SimBridgeNode",
-        "runs a sim/ backend: camera, IMU, odometry, clock and task state out; hybrid action in",
-        subscribes=("/agent/action",),
-        publishes=("/camera/image_raw", "/imu/data", "/odom", "/clock", "/agent/active_skill",
-                   "/sim/privileged_state", "/diagnostics"),
+        "runs a sim/ backend as the robot: camera, IMU, odometry, clock and task state out; hybrid action in",
+        subscribes=(DRIVE_TOPICS["opd"],),
+        publishes=("/clock", "/agent/active_skill", "/sim/privileged_state", "/odom", "/imu/data",
+                   "/camera/image_raw", "/diagnostics"),
         params=COMMON_PARAMS + (
             Param("sim", "mujoco", "simulator backend", choices=SIMS[1:], launch_arg="sim"),
-            Param("seed", 0, "episode seed", "", 0, 2**31 - 1),
+            Param("sim_config", "", "simulator YAML (sim/config.py); empty = the sim package's <sim>.yaml"),
+            Param("camera_hz", 20, "camera rate; 20 = one frame per control period, the camera topic's "
+                  "rate; 0 = the simulator YAML's", "Hz", 0, 1000),
+            Param("seed", 0, "seed of the first episode; episode i draws its layout from seed + i",
+                  "", 0, 2**31 - 1),
             Param("proxy", False, "wrap the backend in the real-robot proxy (latency, noise, randomisation)"),
             Param("proxy_config", "", "real-robot proxy YAML; empty = the sim package default"),
+            Param("drive", "opd", "hybrid action that drives the robot: opd = /opd/action, student = "
+                  "/agent/action, teacher = /teacher/action", choices=tuple(DRIVE_TOPICS)),
+            Param("real_time_factor", 1.0, "simulated seconds per wall second; 0 = lockstep (each period "
+                  "as soon as its command arrives); other than 1 needs use_sim_time", "", 0.0, 100.0),
+            Param("command_deadline_s", 0.04, "wall time an observation waits for the command that answers "
+                  "it; then the robot steps on its last command (a missed cycle)", "s", 0.001, 10.0),
+            Param("command_timeout_s", 0.5, "no command for this long (wall time) -> the robot applies the "
+                  "contract's safe action and reports ERROR, until commands return", "s", 0.01, 60.0),
         ),
         sim_only=True,
+        selectable=(DRIVE_TOPICS["student"], DRIVE_TOPICS["teacher"]),
     ),
     NodeSpec(
         "teacher", "agent.nodes.teacher", "TeacherNode",
@@ -250,7 +279,10 @@ NODES: tuple[NodeSpec, ...] = (
         subscribes=("/sim/privileged_state",),
         publishes=("/teacher/action", "/diagnostics"),
         params=COMMON_PARAMS + (
-            Param("checkpoint", "", "teacher weights file; empty = the committed checkpoint of the robot"),
+            Param("checkpoint", "", "teacher.pt (teacher.yaml beside it); empty = the committed checkpoint "
+                  "sim/robots/diffbot/teacher/teacher.pt"),
+            Param("input_timeout_s", 0.5, "no privileged state for this long -> diagnostic ERROR (the robot "
+                  "brakes on its own command timeout)", "s", 0.01, 60.0),
         ),
         sim_only=True,
     ),
@@ -302,5 +334,82 @@ def _comment(p: Param) -> str:
     return text
 
 
+def markdown() -> str:
+    """The README's graph section: a mermaid diagram, then a node table and a topic table."""
+    return "\n".join([
+        "```mermaid", *_mermaid(), "```", "",
+        "| node | runs | subscribes | publishes |", "|---|---|---|---|",
+        *(f"| `{n.name}`{' (sim only)' if n.sim_only else ''} | {n.description} | {_code(n.subscribes)}"
+          f"{_selectable(n)} | {_code(n.publishes)} |" for n in NODES),
+        "",
+        "| topic | type | QoS | rate | publishers | subscribers | meaning |", "|---|---|---|---|---|---|---|",
+        *(f"| `{t.name}` | `{t.msg_type}` | {_qos_text(t.qos)} | {_rate_text(t.rate_hz)} | "
+          f"{_code(_endpoints(t.name, 'publishes'))} | {_code(_endpoints(t.name, 'subscribes')) or '-'} | "
+          f"{t.description} |" for t in TOPICS.values()),
+    ])  # fmt: skip
+
+
+def with_graph_section(readme: str) -> str:
+    """`readme` with the text between its graph markers replaced by `markdown()`."""
+    if readme.count(README_BEGIN) != 1 or readme.count(README_END) != 1:
+        raise ValueError(f"the README needs one {README_BEGIN} and one {README_END} line")
+    head, rest = readme.split(README_BEGIN)
+    _, tail = rest.split(README_END)
+    return f"{head}{README_BEGIN}\n{markdown()}\n{README_END}{tail}"
+
+
+def _mermaid() -> list[str]:
+    """flowchart lines: node -> node per topic; topics read by no node end in a topic box.
+
+    /diagnostics (published by every node, read by tools) is left to the table.
+    """
+    sim = [f"    {n.name}" for n in NODES if n.sim_only]
+    lines = ["flowchart LR", '  subgraph sim ["sim only (launch argument sim != none)"]', *sim, "  end"]
+    for t in TOPICS.values():
+        if t.name == "/diagnostics":
+            continue
+        label = f'"{t.name}<br/>{_rate_text(t.rate_hz)}"'
+        readers = _endpoints(t.name, "subscribes")
+        for writer in _endpoints(t.name, "publishes"):
+            for reader in readers:
+                lines.append(f"  {writer} -->|{label}| {reader}")
+            if not readers:
+                box = "t" + t.name.replace("/", "_")
+                lines.append(f'  {writer} -->|{label}| {box}(["{t.name}"])')
+        for reader in (n.name for n in NODES if t.name in n.selectable):
+            choice = next(k for k, v in DRIVE_TOPICS.items() if v == t.name)  # only `drive` selects topics
+            for writer in _endpoints(t.name, "publishes"):
+                lines.append(f'  {writer} -.->|"{t.name}<br/>drive:={choice}"| {reader}')
+    return lines
+
+
+def _endpoints(topic: str, side: str) -> tuple[str, ...]:
+    return tuple(n.name for n in NODES if topic in getattr(n, side))
+
+
+def _selectable(spec: NodeSpec) -> str:
+    return f" (or {_code(spec.selectable, ' or ')}, by parameter)" if spec.selectable else ""
+
+
+def _code(names: tuple[str, ...], sep: str = ", ") -> str:
+    return sep.join(f"`{n}`" for n in names)
+
+
+def _qos_text(qos: Qos) -> str:
+    details = f"{qos.reliability}, {qos.durability}, depth {qos.depth}".replace("_", " ")
+    return f"{qos.label} ({details})"
+
+
+def _rate_text(rate_hz: float) -> str:
+    return f"{rate_hz:g} Hz" if rate_hz else "on change"
+
+
 if __name__ == "__main__":
-    print(params_yaml(), end="")
+    import sys
+    from pathlib import Path
+
+    if sys.argv[1:2] == ["--readme"]:  # rewrite the README's graph section in place
+        readme = Path(sys.argv[2])
+        readme.write_text(with_graph_section(readme.read_text()))
+    else:
+        print(markdown() if sys.argv[1:] == ["--markdown"] else params_yaml(), end="")

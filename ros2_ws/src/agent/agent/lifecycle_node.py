@@ -17,18 +17,22 @@ inference, so a slow model never blocks intake. State shared by the two is guard
 
 from __future__ import annotations
 
+import signal
 import time
+from collections import Counter
 from collections.abc import Callable
-from threading import Lock
+from threading import Event, Lock
 from typing import Any
 
 import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import Executor, MultiThreadedExecutor
+from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecyclePublisher, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 
@@ -38,7 +42,15 @@ from agent.ros_io import diagnostic_array, diagnostic_status, msg_class, param_d
 from policies.stream_stats import Level, Status, StreamStats
 
 DRAIN_S = 0.05  # time given to an executor's queued handlers before it shuts down, s
+SIGNAL_POLL_S = 0.1  # longest a node's spin loop takes to notice SIGINT/SIGTERM, s
 WARN_PERIOD_S = 5.0  # one warning per (stream, reason) per this many seconds; counters keep the full count
+# rclpy gives every publisher and subscription default event handlers (they log an incompatible QoS or
+# type). Each is a waitable that the executor visits on every wake-up, i.e. on every message: with them
+# a lifecycle node took ~40% more interpreter time per message. The graph's QoS is declared once and
+# tested endpoint by endpoint (tests/ros2/test_bringup.py); a foreign tool that mismatches it still logs
+# the incompatibility on its side.
+NO_PUBLISHER_EVENTS = PublisherEventCallbacks(use_default_callbacks=False)
+NO_SUBSCRIPTION_EVENTS = SubscriptionEventCallbacks(use_default_callbacks=False)
 
 
 class AgentNode(LifecycleNode):
@@ -67,7 +79,8 @@ class AgentNode(LifecycleNode):
         # not silence the health report.
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         diag = TOPICS["/diagnostics"]
-        self._diag_pub = self.create_publisher(msg_class(diag.msg_type), diag.name, qos_profile(diag.qos))
+        self._diag_pub = self.create_publisher(msg_class(diag.msg_type), diag.name, qos_profile(diag.qos),
+                                               event_callbacks=NO_PUBLISHER_EVENTS)  # fmt: skip
         period = self.get_parameter("diagnostics_period_s").value
         self.create_timer(period, self._publish_diagnostics, self.io_group, clock=steady)
         if self.get_parameter("autostart").value:
@@ -107,17 +120,27 @@ class AgentNode(LifecycleNode):
         return self.get_clock().now().nanoseconds * 1e-9
 
     def publisher(self, topic: str) -> LifecyclePublisher:
-        """Lifecycle publisher on a graph topic this node publishes, with the graph's type and QoS."""
+        """Lifecycle publisher on a graph topic this node publishes, with the graph's type and QoS.
+
+        Without rclpy's default event handlers (see NO_PUBLISHER_EVENTS).
+        """
         t = self._topic(topic, self.spec.publishes)
-        pub = self.create_lifecycle_publisher(msg_class(t.msg_type), t.name, qos_profile(t.qos))
+        pub = self.create_lifecycle_publisher(msg_class(t.msg_type), t.name, qos_profile(t.qos),
+                                              event_callbacks=NO_PUBLISHER_EVENTS)  # fmt: skip
         self._publishers_made.append(pub)
         return pub
 
     def subscribe(self, topic: str, callback: Callable[[Any], None], group: CallbackGroup) -> Subscription:
-        """Subscription (alive while active) on a graph topic this node subscribes to."""
-        t = self._topic(topic, self.spec.subscribes)
-        sub = self.create_subscription(msg_class(t.msg_type), t.name, callback, qos_profile(t.qos),
-                                       callback_group=group)  # fmt: skip
+        """Subscription (alive while active) on a graph topic this node subscribes to (or may select).
+
+        A callback taking two arguments also gets rclpy's MessageInfo (source and reception timestamps,
+        publication sequence number).
+        """
+        t = self._topic(topic, self.spec.subscribes + self.spec.selectable)
+        sub = self.create_subscription(
+            msg_class(t.msg_type), t.name, callback, qos_profile(t.qos),
+            callback_group=group, event_callbacks=NO_SUBSCRIPTION_EVENTS,
+        )  # fmt: skip
         self._active_entities.append(sub)
         return sub
 
@@ -146,6 +169,15 @@ class AgentNode(LifecycleNode):
         with self.lock:
             stream.drop(reason, now)
         self.warn_throttled(f"{stream.name}.{reason}", f"{stream.name}: dropped message ({reason}): {detail}")
+
+    def losses(self) -> Counter[str]:
+        """Messages rejected or dropped on every stream the node keeps, by "stream.reason"."""
+        out: Counter[str] = Counter()
+        with self.lock:
+            for s in vars(self).values():
+                if isinstance(s, StreamStats):
+                    out.update({f"{s.name}.{k}": n for k, n in (s.rejected + s.dropped).items()})
+        return out
 
     def warn_throttled(self, key: str, text: str) -> None:
         now = time.monotonic()
@@ -261,13 +293,35 @@ class AgentNode(LifecycleNode):
         self._diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), statuses))
 
 
+def run_node(node_class: Callable[[], AgentNode], args: list[str] | None = None) -> None:
+    """The body of every node executable (`ros2 run agent <node>`): init, spin until a signal or shutdown."""
+    try:
+        # rclpy's signal handlers stay off: `spin` turns SIGINT and SIGTERM into a flag, so that the node is
+        # finalized (a policy sends its safe action) while the context is still valid.
+        with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
+            spin(node_class())
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass  # Ctrl-C before spinning started, or a shutdown from elsewhere
+
+
 def spin(node: AgentNode) -> None:
-    """Spin one node on a multi-threaded executor; on the way out, finalize it while the context is valid."""
+    """Spin one node on a multi-threaded executor until SIGINT/SIGTERM or shutdown; on the way out, finalize
+    it while the context is valid (a policy sends its safe action then).
+
+    The signals only set a flag that the loop polls every SIGNAL_POLL_S: a KeyboardInterrupt raised into
+    the executor at an arbitrary point can leave its locks held, and the shutdown then hangs.
+    """
+    stop = Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     executor = MultiThreadedExecutor(context=node.context)
     executor.add_node(node)
     try:
-        executor.spin()
+        while not stop.is_set() and node.context.ok():
+            executor.spin_once(timeout_sec=SIGNAL_POLL_S)
     finally:
+        for s, handler in previous.items():
+            if handler is not None:  # None: installed outside Python (rclpy's own), nothing to put back
+                signal.signal(s, handler)
         stop_executor(executor)  # first: no callback may run on an entity that finalize destroys
         node.finalize()
         node.destroy_node()

@@ -14,11 +14,14 @@ instead of being misread. Values are in `position` (float64); `velocity` and `ef
   header = the camera image's (stamp and frame_id).
 - hybrid action (/agent/action, /opd/action, /teacher/action): name ["skill", "<skill>.<param>", ...]
   over the contract's parameter slots, position [skill id, params (P,)]. For the diffbot contract:
-  skill, drive.speed, drive.turn_rate, turn_in_place.turn_rate, stop.decel. Slots of skills not chosen
+  skill, drive.speed, drive.curvature, turn_in_place.turn_rate, stop.decel. Slots of skills not chosen
   hold their defaults, so a valid action is always inside the bounds. Stamp = the state it was computed
   from (the image stamp), or the publish time for the safe action sent on stale inputs.
 - active skill (/agent/active_skill): name ["skill", "progress", "step"]: the skill being executed,
   task progress in [0, 1] and control steps since the episode start.
+- privileged state (/sim/privileged_state): name ["skill", "step", <privileged field>, ...]: the active
+  skill id, control steps since the episode start, then the sim twin's true state in the robot's
+  `RobotSpec.privileged_fields` order (units in the names).
 
 Stamps become float seconds (float64: ~0.24 us resolution at today's Unix time, finer than any sensor).
 """
@@ -30,6 +33,7 @@ import math
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image, Imu, JointState
 
 from policies.runtime.student_runtime import MAX_STEP
@@ -175,13 +179,18 @@ class ActionCodec:
         values = np.concatenate([[float(skill)], np.asarray(params, dtype=np.float64)])  # (1 + P,)
         return _joint_msg(self.names, values, stamp, frame_id)
 
-    def from_msg(self, msg: JointState) -> tuple[int, np.ndarray]:
-        """Decode and check an action: names, integral skill id in range, params within their bounds."""
+    def from_msg(self, msg: JointState, bounded: bool = True) -> tuple[int, np.ndarray]:
+        """Decode and check an action: names, integral skill id in range, params within their bounds.
+
+        A robot passes `bounded=False`: it clips parameters into the contract itself (SkillContract.clip).
+        """
         values = _joint_values(msg, self.names, "action")
         skill_value, params = values[0], values[1:]  # (P,)
         if skill_value != math.floor(skill_value) or not 0 <= skill_value < self.contract.num_skills:
             raise MessageError("skill", f"action skill id {skill_value} is not an integer in "
                                f"[0, {self.contract.num_skills - 1}] ({self.contract.names})")  # fmt: skip
+        if not bounded:
+            return int(skill_value), params
         layout = self.contract.layout
         bad = np.flatnonzero((params < layout.low) | (params > layout.high))
         if bad.size:
@@ -206,3 +215,38 @@ def msg_to_skill_state(msg: JointState, num_skills: int) -> tuple[int, float, fl
     if not 0.0 <= step <= MAX_STEP:
         raise MessageError("range", f"step {step} outside [0, {MAX_STEP:g}]")
     return int(skill), float(progress), float(step)
+
+
+def privileged_names(fields: tuple[str, ...] | list[str]) -> list[str]:
+    """Layout of the privileged state message: active skill, step, then the robot's privileged fields."""
+    return ["skill", "step", *fields]
+
+
+def privileged_to_msg(
+    privileged: np.ndarray, skill: int, step: int, stamp: float, names: list[str]
+) -> JointState:
+    """Privileged state (Dq,), active skill and step -> JointState; `names` = privileged_names(fields)."""
+    head = [float(skill), float(step)]
+    values = np.concatenate([head, np.asarray(privileged, dtype=np.float64)])  # (2 + Dq,)
+    return _joint_msg(names, values, stamp, "")
+
+
+def msg_to_privileged(msg: JointState, names: list[str], num_skills: int) -> tuple[int, int, np.ndarray]:
+    """JointState -> (active skill id, step, privileged state (Dq,) float32), checked against `names`."""
+    values = _joint_values(msg, names, "privileged state")
+    skill, step = values[0], values[1]
+    if skill != math.floor(skill) or not 0 <= skill < num_skills:
+        raise MessageError("skill", f"active skill id {skill} is not an integer in [0, {num_skills - 1}]")
+    if step != math.floor(step) or not 0 <= step <= MAX_STEP:
+        raise MessageError("range", f"step {step} is not an integer in [0, {MAX_STEP:g}]")
+    return int(skill), int(step), values[2:].astype(np.float32)
+
+
+def odometry_to_msg(x: float, y: float, yaw: float, v: float, w: float, stamp: float) -> Odometry:
+    """Planar odometry (x, y m, yaw rad in `odom`; v m/s, w rad/s in `base_link`) -> nav_msgs/Odometry."""
+    msg = Odometry(child_frame_id="base_link")
+    msg.header.stamp, msg.header.frame_id = sec_to_stamp(stamp), "odom"
+    msg.pose.pose.position.x, msg.pose.pose.position.y = float(x), float(y)
+    msg.pose.pose.orientation.z, msg.pose.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
+    msg.twist.twist.linear.x, msg.twist.twist.angular.z = float(v), float(w)
+    return msg

@@ -1,16 +1,27 @@
-"""`agent bench encoder`: latency of the deployed student per backend (figures, or JSON with --json)."""
+"""`agent bench encoder` and `agent bench graph`: latency figures (a table, or JSON with --json).
+
+- encoder: batch-1 latency of the deployed student per backend;
+- graph: the whole ROS 2 graph on the MuJoCo default in real time (`agent run` without the display) for a
+  fixed time: image stamp -> published command latency, control rate and jitter, missed cycles, dropped
+  messages.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 # Kept in step with policies.bench.VARIANTS (importing it here would load torch for `agent --help`).
 VARIANT_NAMES = ("torch", "onnxruntime", "onnxruntime_int8", "tensorrt")
 TARGETS = {"onnxruntime_p99_ms": 12.0, "onnxruntime_speedup_vs_torch": 2.0, "tensorrt_fp16_p99_ms": 2.0}
+# The graph on a 2-core CPU, ONNX Runtime at 128x128, over 5 minutes (issue 4).
+GRAPH_TARGETS = {"latency_p99_ms": 40.0, "control_rate_hz": 20.0, "missed_cycles": 0}
+GRAPH_WARMUP_S = 5.0  # not counted: first inferences, DDS discovery, caches
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,9 +38,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", type=Path, help="student config YAML (default policies/configs/student.yaml)"
     )
     enc.add_argument("--artifact", type=Path, help="existing artifact directory; default: export a fresh one")
+    from agent.commands.run import add_graph_arguments
+
+    g = sub.add_parser("graph", help="the ROS 2 graph on the MuJoCo default: latency, control rate, drops")
+    add_graph_arguments(g)
+    g.add_argument("--duration", type=float, default=60.0, help="wall seconds counted, after a warm-up")
+    g.add_argument("--warmup", type=float, default=GRAPH_WARMUP_S, help="wall seconds run first, not counted")
+    g.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
 
 
 def run(args: argparse.Namespace) -> int:
+    return run_graph(args) if args.what == "graph" else run_encoder(args)
+
+
+def run_encoder(args: argparse.Namespace) -> int:
     from policies.bench import benchmark_student
 
     variants = args.backend or list(VARIANT_NAMES)
@@ -90,3 +112,78 @@ def _print_table(result: dict) -> None:
     console.print(table)
     for line in unavailable:
         console.print(line)
+
+
+def run_graph(args: argparse.Namespace) -> int:
+
+    from agent.commands.run import session_config
+    from agent.sim_session import SimSession, ros_interruptible
+
+    if args.duration <= 0 or args.warmup < 0:
+        raise ValueError("--duration must be > 0 and --warmup >= 0")
+    cfg = session_config(args)
+    with ros_interruptible():
+        session = SimSession(cfg)
+        try:
+            not_running = session.start()
+            session.spin(args.warmup)
+            session.restart_counting()
+            end = time.monotonic() + args.duration
+            while time.monotonic() < end:
+                session.spin(min(10.0, end - time.monotonic()))
+                p = session.progress()
+                line = f"{p.cycles} cycles, {p.missed_cycles} missed, p99 {p.latency_percentile(99):.1f} ms"
+                print(f"bench graph: {p.wall_s:.0f}/{args.duration:g} s, {line}", file=sys.stderr)
+            progress = session.progress()
+            runtime = session.bringup.node("encoder").runtime
+        finally:
+            session.close()
+    result = graph_figures(progress, cfg.backend, cfg.drive)
+    result.update(precision=runtime.precision, image_size=runtime.image_hw[0], threads=cfg.threads,
+                  not_running=not_running, targets=GRAPH_TARGETS)  # fmt: skip
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_graph(result)
+    return 0
+
+
+def graph_figures(p: object, backend: str, drive: str) -> dict:
+    """The figures of `agent bench graph` from a session's Progress (see the module doc)."""
+    import numpy as np
+
+    def percentiles(ms: np.ndarray) -> dict[str, float | None]:
+        if not ms.size:
+            return {"p50": None, "p99": None, "max": None}
+        p50, p99 = np.percentile(ms, [50, 99])
+        return {"p50": round(float(p50), 2), "p99": round(float(p99), 2), "max": round(float(ms.max()), 2)}
+
+    return {
+        "duration_s": round(p.wall_s, 2),
+        "latency_ms": percentiles(
+            p.latency_ms
+        ),  # image stamp (state stamp when the teacher drives) -> command
+        "control_rate_hz": round(p.control_rate_hz, 3),
+        "jitter_ms": percentiles(np.abs(p.lateness_ms)),  # each release's wall time - its due time
+        "cycles": p.cycles,
+        "missed_cycles": p.missed_cycles,
+        "dropped_messages": sum(p.dropped.values()),
+        "dropped_by_stream": dict(p.dropped.most_common()),
+        "episodes": p.episodes,
+        "successes": p.successes,
+        "backend": backend,
+        "drive": drive,
+    }
+
+
+def _print_graph(r: dict) -> None:
+    lat, jit = r["latency_ms"], r["jitter_ms"]
+    print(f"graph on MuJoCo, {r['backend']} {r['precision']} {r['image_size']}x{r['image_size']}, driven by "
+          f"{r['drive']}, {r['duration_s']:g} s counted")  # fmt: skip
+    print(f"  image stamp -> command: p50 {lat['p50']} ms, p99 {lat['p99']} ms, max {lat['max']} ms "
+          f"(target p99 <= {GRAPH_TARGETS['latency_p99_ms']:g} ms)")  # fmt: skip
+    print(f"  control loop: {r['control_rate_hz']:.2f} Hz, jitter p50 {jit['p50']} ms, p99 {jit['p99']} ms; "
+          f"{r['missed_cycles']} missed of {r['cycles']} cycles")  # fmt: skip
+    print(f"  dropped messages: {r['dropped_messages']} {r['dropped_by_stream'] or ''}")
+    for name, why in r["not_running"].items():
+        print(f"  {name} not running: {why}")

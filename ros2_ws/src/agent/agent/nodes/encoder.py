@@ -5,7 +5,9 @@ short queue of images waiting for their IMU window. A guard condition hands over
 takes the newest image whose IMU has reached its stamp (older waiting images are dropped: latency beats
 completeness), cuts the IMU window ending at that stamp, runs the exported encoder and publishes. Images
 wait while the IMU lags (the IMU sample that reaches a waiting stamp wakes the work group, once per
-image, to keep the executor load low) and are dropped once older than `max_latency_s`.
+image, to keep the executor load low) and are dropped once older than `max_latency_s`. The IMU callback
+takes the rest of a burst of samples at once (`agent.ros_io.drain`). Camera and IMU are
+best effort: messages their publishers sent that never arrived are counted as dropped ("lost").
 """
 
 from __future__ import annotations
@@ -15,13 +17,11 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException
-from rclpy.signals import SignalHandlerOptions
+from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import Image, Imu, JointState
 
 from agent.graph import TOPICS, node
-from agent.lifecycle_node import AgentNode, spin
+from agent.lifecycle_node import AgentNode, run_node
 from agent.messages import (
     MessageError,
     checked_stamp,
@@ -32,6 +32,8 @@ from agent.messages import (
     msg_to_skill_state,
 )
 from agent.nodes import RuntimeLoader
+from agent.ros_io import drain
+from agent.sequence_gaps import SequenceGaps
 from policies.imu_buffer import ImuBuffer, ImuMatch, MatchStatus
 from policies.preprocessing import resize_rgb
 from policies.runtime import StudentRuntime, load_student
@@ -53,10 +55,12 @@ class EncoderNode(AgentNode):
 
     def configure(self) -> None:
         s = self.settings()
-        threads = {"threads": s["inference_threads"]} if s["inference_threads"] else {}
+        options = {"threads": s["inference_threads"]} if s["inference_threads"] else {}
+        if s["precision"]:
+            options["precision"] = s["precision"]
         if not s["artifact_dir"]:
             raise ValueError("artifact_dir is empty: pass the directory written by `agent export --out DIR`")
-        self.runtime = rt = self._load_runtime(s["artifact_dir"], backend=s["backend"], **threads)
+        self.runtime = rt = self._load_runtime(s["artifact_dir"], backend=s["backend"], **options)
         if s["imu_buffer_size"] < rt.imu_window:
             raise ValueError(
                 f"imu_buffer_size ({s['imu_buffer_size']}) < the model's IMU window ({rt.imu_window})"
@@ -68,6 +72,7 @@ class EncoderNode(AgentNode):
         self.imu = StreamStats("imu", imu_rate, s["input_timeout_s"])
         self.skill = StreamStats("active_skill")  # published on change: no rate, no timeout
         self.output = StreamStats("state")  # latency here = image stamp -> publish
+        self.camera_gaps, self.imu_gaps = SequenceGaps(), SequenceGaps()
         self.encode_time = LatencyWindow()
         self.skew = LatencyWindow()  # |last IMU sample stamp - image stamp| of each window
         self.gates = np.full(len(GATES), np.nan)  # (4,) of the last embedding
@@ -80,7 +85,7 @@ class EncoderNode(AgentNode):
 
     def activate(self) -> None:
         self.subscribe(CAMERA, self.on_image, self.io_group)
-        self.subscribe(IMU, self.on_imu, self.io_group)
+        self.imu_sub = self.subscribe(IMU, self.on_imu, self.io_group)
         self.subscribe(SKILL, self.on_skill, self.io_group)
         self.encode_now = self.wake_up(self.encode_pending, self.work_group)
 
@@ -91,8 +96,9 @@ class EncoderNode(AgentNode):
     def cleanup(self) -> None:
         self.runtime = None
 
-    def on_image(self, msg: Image) -> None:
+    def on_image(self, msg: Image, info: MessageInfo) -> None:
         now = self.now_s()
+        self._count_lost(self.camera, self.camera_gaps, info, now)
         try:
             stamp = checked_stamp(msg.header.stamp)
             rgb = image_to_rgb(msg)
@@ -117,26 +123,41 @@ class EncoderNode(AgentNode):
             self.waiting.append((stamp, rgb, msg.header.frame_id))
         self.encode_now.trigger()
 
-    def on_imu(self, msg: Imu) -> None:
+    def on_imu(self, msg: Imu, info: MessageInfo) -> None:
+        """Store this sample and the rest of its burst (see `agent.ros_io.drain`)."""
         now = self.now_s()
+        reached = self._store_imu(msg, info, now)
+        for more, more_info in drain(self.imu_sub):
+            reached |= self._store_imu(more, more_info, now)
+        if reached:  # the IMU reached a waiting image's stamp: the work group can encode it
+            self.encode_now.trigger()
+
+    def _store_imu(self, msg: Imu, info: MessageInfo, now: float) -> bool:
+        """Check and buffer one IMU sample; True when it is the first to reach a waiting image's stamp."""
+        self._count_lost(self.imu, self.imu_gaps, info, now)
         try:
             stamp = checked_stamp(msg.header.stamp)
             sample = imu_to_sample(msg)
         except MessageError as err:
             self.reject(self.imu, err, now)
-            return
+            return False
         with self.lock:
             before = self.imu_buffer.newest
             why = self.imu_buffer.push(stamp, sample)
             if why is None:
                 self.imu.accept(stamp, now)
-            # Wake the work group when the IMU first reaches a waiting image's stamp.
             low = -np.inf if before is None else before
             reached = why is None and any(low < s <= stamp for s, _, _ in self.waiting)
         if why is not None:
             self.reject(self.imu, MessageError(why, f"IMU sample at {stamp:.6f} not stored: {why}"), now)
-        elif reached:
-            self.encode_now.trigger()
+        return reached
+
+    def _count_lost(self, stream: StreamStats, gaps: SequenceGaps, info: MessageInfo, now: float) -> None:
+        """Sensor messages are best effort: count the ones published but never received as dropped."""
+        if missing := gaps.see(info):
+            with self.lock:
+                for _ in range(missing):
+                    stream.drop("lost", now)
 
     def on_skill(self, msg: JointState) -> None:
         now = self.now_s()
@@ -210,13 +231,8 @@ class EncoderNode(AgentNode):
 
 
 def main(args: list[str] | None = None) -> None:
-    """`ros2 run agent encoder`: spin until Ctrl-C or shutdown."""
-    try:
-        # SIGINT stays a KeyboardInterrupt so `spin` can finalize the node while the context is valid.
-        with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.SIGTERM):
-            spin(EncoderNode())
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    """`ros2 run agent encoder`: spin until Ctrl-C, SIGTERM or shutdown."""
+    run_node(EncoderNode, args)
 
 
 if __name__ == "__main__":

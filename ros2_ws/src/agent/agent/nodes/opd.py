@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
-from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 
 from agent.graph import TOPICS, node
-from agent.lifecycle_node import AgentNode, spin
+from agent.lifecycle_node import AgentNode, run_node
 from agent.messages import ActionCodec, MessageError, checked_stamp
 from policies.artifact import Artifact
 from policies.stream_stats import Level, Status, StreamStats
@@ -88,12 +85,8 @@ class OpdNode(AgentNode):
 
 
 def main(args: list[str] | None = None) -> None:
-    """`ros2 run agent opd`: spin until Ctrl-C or shutdown."""
-    try:
-        with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.SIGTERM):
-            spin(OpdNode())
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    """`ros2 run agent opd`: spin until Ctrl-C, SIGTERM or shutdown."""
+    run_node(OpdNode, args)
 
 
 if __name__ == "__main__":

@@ -14,15 +14,12 @@ import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException
-from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 
 from agent.base_command import TwistMapping
 from agent.graph import TOPICS, node
-from agent.lifecycle_node import AgentNode, spin
+from agent.lifecycle_node import AgentNode, run_node
 from agent.messages import ActionCodec, MessageError, checked_stamp, embedding_names, msg_to_embedding
 from agent.nodes import RuntimeLoader
 from policies.runtime import StudentRuntime, load_student
@@ -157,13 +154,8 @@ class PolicyNode(AgentNode):
 
 
 def main(args: list[str] | None = None) -> None:
-    """`ros2 run agent policy`: spin until Ctrl-C (the safe action goes out on the way) or shutdown."""
-    try:
-        # SIGINT stays a KeyboardInterrupt so `spin` can send the safe action while the context is valid.
-        with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.SIGTERM):
-            spin(PolicyNode())
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    """`ros2 run agent policy`: spin until a signal (the safe action goes out on the way) or shutdown."""
+    run_node(PolicyNode, args)
 
 
 if __name__ == "__main__":

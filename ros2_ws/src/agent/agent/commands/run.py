@@ -1,0 +1,177 @@
+"""`agent run`: the whole graph in one process against a simulator, with live progress.
+
+    agent run [--sim mujoco] [--duration S] [--record DIR] [--drive opd|student|teacher] ...
+
+Every node of `agent.graph` runs as the launch file would start it (`agent.sim_session`); the sim bridge
+plays the robot in real time. Ctrl-C or the end of --duration stops the graph and leaves the robot on the
+contract's safe action. Without --artifact an untrained student is exported once into the cache: the
+student acts at random until Online Policy Distillation trains it, so `--drive teacher` is the way to
+watch the task being solved through the graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not load rclpy or the models
+    from rich.console import Console
+    from rich.table import Table
+
+    from agent.sim_session import Progress, SessionConfig, SimSession
+
+DEFAULT_CONFIG = "policies/configs/student_small.yaml"  # relative to the repository root
+DRIVES = ("opd", "student", "teacher")
+
+
+def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by `agent run` and `agent bench graph`."""
+    parser.add_argument("--sim", choices=["mujoco", "isaacsim"], default="mujoco", help="simulator backend")
+    parser.add_argument("--artifact", type=Path, help="artifact directory from `agent export`; default: "
+                        "an untrained student exported once from --config into ~/.cache/agent/")  # fmt: skip
+    parser.add_argument("--config", type=Path, help=f"student config exported without --artifact (default "
+                        f"{DEFAULT_CONFIG}: ResNet18, the trunk for small CPU-only machines)")  # fmt: skip
+    parser.add_argument("--backend", choices=["onnxruntime", "torch", "tensorrt"], default="onnxruntime",
+                        help="inference backend of encoder and policy")  # fmt: skip
+    parser.add_argument("--precision", choices=["fp32", "fp16", "int8"],
+                        help="encoder precision; default: int8 (ONNX Runtime's quantised encoder) without "
+                        "--artifact, else the backend's default")  # fmt: skip
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads per inference backend")
+    parser.add_argument("--drive", choices=DRIVES, default="opd",
+                        help="which action drives the robot (opd = the student until OPD lands)")  # fmt: skip
+    parser.add_argument("--teacher", type=Path, help="teacher.pt (teacher.yaml beside it); default: the "
+                        "committed sim/robots/diffbot/teacher/teacher.pt")  # fmt: skip
+    parser.add_argument("--proxy", action="store_true", help="run the simulator behind the real-robot proxy")
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="real-time factor (1 = real time; 0 = as fast as the graph answers)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first episode")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_graph_arguments(parser)
+    parser.add_argument("--duration", type=float, help="stop after this many wall seconds; default: Ctrl-C")
+    parser.add_argument("--record", type=Path, help="write a rosbag2 bag (MCAP) of every graph topic here")
+
+
+def session_config(args: argparse.Namespace, record: Path | None = None) -> SessionConfig:
+    """The SessionConfig for the parsed options, exporting the default artifact when none is given.
+
+    Raises FileNotFoundError when the teacher is to drive and its checkpoint is missing.
+    """
+    from agent.nodes.teacher import DEFAULT_TEACHER
+    from agent.sim_session import SessionConfig, cached_artifact
+    from policies.export import DEFAULT_STUDENT_CONFIG
+
+    if args.threads < 0 or args.speed < 0:
+        raise ValueError("--threads and --speed must be >= 0")
+    teacher = args.teacher or DEFAULT_TEACHER
+    if args.drive == "teacher" and not teacher.is_file():
+        raise FileNotFoundError(
+            f"--drive teacher needs a teacher checkpoint: none at {teacher}; train one with "
+            "`agent train teacher --out DIR`, then pass --teacher DIR/teacher.pt"
+        )
+    artifact, precision = args.artifact, args.precision or ""
+    if artifact is None:
+        precision = args.precision or "int8"
+        config = args.config or DEFAULT_STUDENT_CONFIG.with_name("student_small.yaml")
+        artifact, fresh = cached_artifact(config, int8=precision == "int8")
+        print(f"{'exported' if fresh else 'using'} an untrained student ({config.name}) at {artifact}: it "
+              "acts at random until Online Policy Distillation trains it", file=sys.stderr)  # fmt: skip
+    return SessionConfig(
+        artifact_dir=artifact, sim=args.sim, backend=args.backend, precision=precision,
+        threads=args.threads, drive=args.drive, teacher=args.teacher, proxy=args.proxy, speed=args.speed,
+        seed=args.seed, record=record,
+    )  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from agent.sim_session import SimSession, ros_interruptible
+
+    if args.duration is not None and args.duration <= 0:
+        raise ValueError("--duration must be > 0")
+    if args.record is not None and args.record.exists():
+        raise ValueError(f"--record {args.record}: exists already; the bag directory must be new")
+    cfg = session_config(args, args.record)
+    console = Console(soft_wrap=True)  # summary lines stay whole in logs and pipes
+    # Ctrl-C and SIGTERM raise KeyboardInterrupt: the graph stops (robot parked) while the context is valid.
+    with ros_interruptible():
+        session = SimSession(cfg)
+        try:
+            for name, why in session.start().items():
+                console.print(f"[yellow]{name} is not running: {why}[/yellow]")
+            _watch(session, args.duration, console)
+        except KeyboardInterrupt:
+            console.print("stopping (interrupted)")
+        finally:
+            progress = session.progress()
+            parked, report = session.close()
+    console.print(_summary(progress, cfg.drive), markup=False, highlight=False)
+    if parked is not None:
+        skill, names = int(parked.skill[0]), session.bridge.robot_spec.contract.names
+        console.print(f"robot left on the safe action (skill {skill}: {names[skill]})")
+    if report is not None:
+        style = "red" if sum(report.lost.values()) else "green"
+        console.print(f"[{style}]{report.summary()}[/{style}]")
+    return 0
+
+
+def _watch(session: SimSession, duration: float | None, console: Console) -> None:
+    """Spin until the duration ends or ROS shuts down (SIGTERM), showing progress: a live table on a
+    terminal, else one line every 5 s."""
+    import rclpy
+    from rich.live import Live
+
+    end = math.inf if duration is None else time.monotonic() + duration
+
+    def running() -> bool:
+        return time.monotonic() < end and rclpy.ok(context=session.bringup.context)
+
+    if not console.is_terminal:
+        while running():
+            session.spin(min(5.0, end - time.monotonic()))
+            console.print(_summary(session.progress(), session.cfg.drive), markup=False, highlight=False)
+        return
+    with Live(_table(session.progress(), session.cfg.drive), console=console, refresh_per_second=2) as live:
+        while running():
+            session.spin(min(0.5, end - time.monotonic()))
+            live.update(_table(session.progress(), session.cfg.drive))
+
+
+def _table(p: Progress, drive: str) -> Table:
+    from rich.table import Table
+
+    table = Table(title=f"agent run: driven by {drive} (Ctrl-C stops)", show_header=False)
+    for key, value in _figures(p, drive).items():
+        table.add_row(key, value)
+    return table
+
+
+def _figures(p: Progress, drive: str) -> dict[str, str]:
+    rate = f"{p.successes / p.episodes:.0%}" if p.episodes else "-"
+    dropped = sum(p.dropped.values())
+    worst = ", ".join(f"{k} {v}" for k, v in p.dropped.most_common(3))
+    answered = "state" if drive == "teacher" else "camera"  # the teacher answers the privileged state
+    latency = f"p50 {p.latency_percentile(50):.1f} ms, p99 {p.latency_percentile(99):.1f} ms"
+    return {
+        "time": f"{p.wall_s:.0f} s wall, {p.sim_time_s:.1f} s simulated",
+        "episodes": f"{p.episodes} finished, {p.successes} successes ({rate}); "
+                    f"running one at {p.episode_progress:.0%}",
+        "control": f"{p.control_rate_hz:.1f} Hz, {p.missed_cycles} missed cycles",
+        f"{answered} -> command": latency,
+        "dropped": f"{dropped} messages" + (f" ({worst})" if dropped else ""),
+        "recorded": f"{p.recorded} messages",
+    }  # fmt: skip
+
+
+def _summary(p: Progress, drive: str) -> str:
+    return f"[{drive}] " + "; ".join(f"{k}: {v}" for k, v in _figures(p, drive).items())

@@ -1,0 +1,251 @@
+"""Sim bridge node: a sim/ backend plays the robot of the graph, in real time or faster, and owns /clock.
+
+The simulator runs on a thread of its own (`sim.realtime_loop.RealtimeLoop`, which paces it and waits for
+each observation's answer); this node converts in both directions:
+- each released observation -> /clock, /agent/active_skill, /sim/privileged_state, /odom, every new IMU
+  sample as its own message, and the camera frame when it is new. Stamps are capture times: ROS time is
+  the wall time at the run's start plus the simulated time since, so with real_time_factor 1 stamps follow
+  the system clock (use_sim_time may stay off) and /clock carries the same time base;
+- the hybrid action on the drive topic (`drive`: OPD's, the student's or the teacher's) -> the robot,
+  which clips it to the skill contract in `send_action`; clipped commands are counted, malformed ones
+  rejected. Nothing outside the contract reaches the simulator. Without a command for
+  `command_timeout_s` the robot applies the contract's safe action (`stop`) and the node reports ERROR,
+  until commands return.
+Lifecycle: configure builds and connects the backend (on the robot thread), activate starts episodes once
+the controller is connected, deactivate stops them and leaves the robot on the contract's safe action,
+cleanup closes the backend.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rclpy.subscription import MessageInfo
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+
+import sim
+from agent.graph import DRIVE_TOPICS, TOPICS, node
+from agent.lifecycle_node import AgentNode, run_node
+from agent.messages import (
+    ActionCodec,
+    MessageError,
+    checked_stamp,
+    odometry_to_msg,
+    privileged_names,
+    privileged_to_msg,
+    rgb_to_image,
+    sample_to_imu,
+    sec_to_stamp,
+    skill_state_to_msg,
+)
+from policies.stream_stats import Level, Status, StreamStats
+from sim.backends import make_backend
+from sim.config import SimConfig
+from sim.real_robot_proxy import ProxyConfig, RealRobotProxy
+from sim.realtime_loop import LoopConfig, RealtimeLoop, Release
+from sim.robot_interface import AppliedAction, Observation, RobotInterface
+
+SIM_CONFIGS = Path(sim.__file__).resolve().parent / "configs"  # <sim>.yaml and proxy.yaml
+CLOCK, SKILL, PRIVILEGED, ODOM = "/clock", "/agent/active_skill", "/sim/privileged_state", "/odom"
+IMU, CAMERA = "/imu/data", "/camera/image_raw"
+ODOM_FIELDS = ("odom_x_m", "odom_y_m", "odom_yaw_rad", "odom_v_mps", "odom_w_radps")  # proprio columns
+
+
+def load_triton_first() -> None:
+    """Import triton (PyTorch's compiler, when installed) before MuJoCo creates its GL context.
+
+    Without a GPU, EGL renders with Mesa's llvmpipe, which loads its own LLVM; importing triton (which
+    brings another) after that GL context exists crashes the process in triton's import (seen with torch
+    2.14 and triton 3), the other order works. In the graph's process other nodes import
+    torch at any time, and torchvision (the torch backend, an export) imports triton.
+    """
+    if importlib.util.find_spec("triton") is not None:
+        importlib.import_module("triton")
+
+
+def sim_config(sim_name: str, path: str, camera_hz: int) -> SimConfig:
+    """The simulator config of one env: `path` or the sim package's <sim>.yaml, camera rate overridden."""
+    cfg = SimConfig.from_yaml(path or SIM_CONFIGS / f"{sim_name}.yaml")
+    data = cfg.model_dump()
+    data["num_envs"] = 1
+    if camera_hz:
+        data["rates"]["camera_hz"] = camera_hz
+    return SimConfig.from_dict(data, source=f"{path or sim_name} (sim_bridge)")
+
+
+class SimBridgeNode(AgentNode):
+    """The simulated robot: observations out with honest stamps, contract-clipped hybrid actions in."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.loop: RealtimeLoop | None = None
+        self.parked: AppliedAction | None = None  # what deactivate left the robot on
+        super().__init__(node("sim_bridge"), **kwargs)
+
+    def configure(self) -> None:
+        s = self.settings()
+        cfg = sim_config(s["sim"], s["sim_config"], s["camera_hz"])
+        load_triton_first()
+        robot: RobotInterface = make_backend(cfg)
+        if s["proxy"]:
+            proxy = ProxyConfig.from_yaml(s["proxy_config"] or SIM_CONFIGS / "proxy.yaml")
+            robot = RealRobotProxy(robot, proxy)
+        self.drive = s["drive"]
+        loop_cfg = LoopConfig(
+            real_time_factor=s["real_time_factor"],
+            command_deadline_s=s["command_deadline_s"],
+            command_timeout_s=s["command_timeout_s"],
+            answer_stamp="state" if self.drive == "teacher" else "image",
+            seed=s["seed"],
+        )
+        self.robot_spec = spec = robot.spec
+        self.codec = ActionCodec(spec.contract)
+        self.names = privileged_names(spec.privileged_fields)
+        self.odom_columns = [spec.proprio_fields.index(f) for f in ODOM_FIELDS]
+        self.summary_values = {
+            "sim": cfg.backend, "proxy": str(s["proxy"]), "drive": self.drive,
+            "real_time_factor": f"{s['real_time_factor']:g}",
+            "control_hz": str(spec.control_hz), "camera_hz": str(cfg.rates.camera_hz),
+        }  # fmt: skip
+        self.commands = StreamStats("command", TOPICS[DRIVE_TOPICS[self.drive]].rate_hz)
+        self.command_timeout_s = s["command_timeout_s"]
+        self.epoch_s = 0.0  # ROS time at simulated time 0 of the current run, s
+        self.pubs = {t: self.publisher(t) for t in (CLOCK, SKILL, PRIVILEGED, ODOM, IMU, CAMERA)}
+        loop = RealtimeLoop(robot, loop_cfg, self.publish_release, self.controller_ready)
+        loop.open()  # connects on the robot thread; a missing GL stack or simulator fails configure here
+        self.loop = loop
+
+    def activate(self) -> None:
+        self.command_sub = self.subscribe(DRIVE_TOPICS[self.drive], self.on_command, self.io_group)
+        self.loop.start()
+
+    def deactivate(self) -> None:
+        """Stop the episodes and leave the robot on the contract's safe action."""
+        self.parked = self.loop.stop()
+        self.get_logger().info(f"robot left on the safe action ({self.robot_spec.contract.safe_skill})")
+
+    def cleanup(self) -> None:
+        self._close_loop()
+
+    def destroy_node(self) -> None:
+        self._close_loop()  # also when finalize could not run (context already shut down)
+        super().destroy_node()
+
+    def _close_loop(self) -> None:
+        if self.loop is not None:
+            if self.loop.running:  # not deactivated (e.g. SIGTERM shut ROS down first): park it now
+                self.parked = self.loop.stop()
+            self.loop.close()
+            self.loop = None
+
+    def controller_ready(self) -> bool:
+        """The controller is connected: its command publisher and the readers of its inputs are matched."""
+        inputs = (PRIVILEGED,) if self.drive == "teacher" else (CAMERA, IMU)
+        ready = self.command_sub.get_publisher_count() > 0
+        ready = ready and all(self.pubs[t].get_subscription_count() > 0 for t in inputs)
+        if not ready:
+            self.warn_throttled("waiting", f"waiting for the controller: a publisher on "
+                                f"{DRIVE_TOPICS[self.drive]} and readers of {', '.join(inputs)}")  # fmt: skip
+        return ready
+
+    def publish_release(self, r: Release) -> None:
+        """Robot thread: one observation as messages, stamped with capture times (see the module doc).
+
+        The inputs of whoever drives go out first: the other controller's work (the teacher's or the
+        encoder's) then overlaps the driver's instead of delaying its inputs.
+        """
+        obs, epoch = r.obs, r.epoch_s
+        self.epoch_s = epoch
+        if r.imu_only:  # samples that came due before the observation (a reset's settling window)
+            self._publish_imu(r)
+            return
+        t = epoch + float(obs.time_s[0])
+        self.pubs[CLOCK].publish(Clock(clock=sec_to_stamp(t)))
+        if self.drive == "teacher":
+            self._publish_privileged(obs, t)
+            self._publish_sensors(r, t)
+        else:
+            self._publish_sensors(r, t)
+            self._publish_privileged(obs, t)
+        if r.new_proprio:
+            x, y, yaw, v, w = obs.proprio[0, self.odom_columns]
+            self.pubs[ODOM].publish(odometry_to_msg(x, y, yaw, v, w, epoch + float(obs.proprio_stamp_s[0])))
+
+    def _publish_sensors(self, r: Release, t: float) -> None:
+        """The student's inputs: active skill, the new IMU samples (S, 6), then the new camera frame."""
+        obs, epoch, task = r.obs, r.epoch_s, r.obs.task
+        self.pubs[SKILL].publish(
+            skill_state_to_msg(int(obs.skill[0]), float(task.progress[0]), float(task.step[0]), t)
+        )
+        self._publish_imu(r)
+        if r.new_image:
+            self.pubs[CAMERA].publish(rgb_to_image(obs.image[0], epoch + float(obs.image_stamp_s[0])))
+
+    def _publish_imu(self, r: Release) -> None:
+        """Each new IMU sample (S, 6) of the release as its own message, stamped when it was measured."""
+        for sample, stamp in zip(r.imu, r.imu_stamps_s, strict=True):  # (S, 6), (S,)
+            self.pubs[IMU].publish(sample_to_imu(sample, r.epoch_s + float(stamp)))
+
+    def _publish_privileged(self, obs: Observation, t: float) -> None:
+        """The teacher's input: the sim twin's true state with the active skill and step."""
+        skill, step = int(obs.skill[0]), int(obs.task.step[0])
+        self.pubs[PRIVILEGED].publish(privileged_to_msg(obs.privileged[0], skill, step, t, self.names))
+
+    def on_command(self, msg: JointState, info: MessageInfo) -> None:
+        """A hybrid action for the robot: decoded (bounds left to the robot's clipping) and offered."""
+        now = self.now_s()
+        try:
+            stamp = checked_stamp(msg.header.stamp)
+            skill, params = self.codec.from_msg(msg, bounded=False)
+        except MessageError as err:
+            self.reject(self.commands, err, now)
+            return
+        with self.lock:
+            self.commands.accept(stamp, now)
+        self.loop.offer(skill, params, stamp - self.epoch_s, info["source_timestamp"] * 1e-9)
+
+    def health(self, now: float) -> list[tuple[str, Status]]:
+        loop = self.loop.stats()
+        lat = np.array(loop.latency_s) * 1e3
+        values = {
+            "cycles": str(loop.cycles),
+            "missed_cycles": str(loop.missed),
+            "overruns": str(loop.overruns),
+            "episodes": str(loop.episodes),
+            "successes": str(loop.successes),
+            "clipped": str(sum(loop.clipped.values())),
+            "safe_steps": str(loop.safe_steps),
+            "latency_p50_ms": f"{np.percentile(lat, 50):.1f}" if lat.size else "nan",
+            "latency_p99_ms": f"{np.percentile(lat, 99):.1f}" if lat.size else "nan",
+            "sim_time_s": f"{loop.sim_time_s:.2f}",
+        }
+        values.update({f"clipped.{k}": str(v) for k, v in sorted(loop.clipped.items())})
+        if self.loop.error is not None:
+            status = Status(Level.ERROR, f"simulation stopped: {self.loop.error!r}", values)
+        elif not self.loop.running:
+            status = Status(Level.WARN, "not running", values)
+        elif loop.cycles == 0:
+            status = Status(Level.WARN, "waiting for the controller", values)
+        elif (age := self.loop.command_age_s()) > self.command_timeout_s:
+            safe = self.robot_spec.contract.safe_skill
+            status = Status(
+                Level.ERROR, f"no command for {age:.1f} s: robot on the safe action ({safe})", values
+            )
+        else:
+            status = Status(Level.OK, f"{loop.episodes} episodes, {loop.successes} successes", values)
+        return [("robot", status), ("command", self.commands.status(now))]
+
+    def summary(self) -> dict[str, str]:
+        return dict(getattr(self, "summary_values", {}))
+
+
+def main(args: list[str] | None = None) -> None:
+    """`ros2 run agent sim_bridge`: spin until a signal (the robot is left on the safe action)."""
+    run_node(SimBridgeNode, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""The whole graph against a simulator, in this process: what `agent run` and `agent bench graph` start.
+
+One `Bringup` (every node of `agent.graph` for the simulator, each on its own executor), the parameter file
+rendered from the graph with the session's choices applied, and optionally a `BagRecorder` beside it.
+Figures come from the nodes themselves: the sim bridge's real-time loop (control cycles, missed cycles,
+camera-to-command latency measured against each command's DDS publication time) and every node's
+rejected and dropped messages.
+
+Settings chosen for a small, shared CPU (measured on the 2-core CI machine, see `agent bench graph`):
+- one intra-op thread per inference backend: with 2, ONNX Runtime's spin-waiting worker took a core of its
+  own (the process used 1.8 cores instead of 0.7) and the camera-to-command p99 doubled;
+- the interpreter's thread switch interval at 0.5 ms instead of 5 ms: a dozen threads hand the GIL to each
+  other per message, and at 5 ms the robot thread fell behind real time;
+- use_sim_time only when the simulation is not real time: in real time the stamps follow the system clock
+  and every node saves a /clock callback per control period;
+- `gc.freeze()` once the nodes are up (see `SimSession.start`).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import rclpy
+import yaml
+from rclpy.context import Context
+from rclpy.signals import SignalHandlerOptions
+
+from agent import graph
+from agent.bringup import Bringup
+from agent.recorder import BagRecorder, RecordingReport
+from sim.robot_interface import AppliedAction
+
+GIL_SWITCH_S = 0.0005  # sys.setswitchinterval for the session's process, s (see the module doc)
+START_TIMEOUT_S = 120.0  # models load and the simulator connects within this, s
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """What to run: the artifact, the inference settings, the simulator and who drives it."""
+
+    artifact_dir: Path  # written by `agent export`
+    sim: str = "mujoco"  # launch argument `sim`: mujoco | isaacsim
+    backend: str = "onnxruntime"  # inference backend of encoder and policy
+    precision: str = ""  # encoder precision; "" = the backend's default (int8 needs `agent export --int8`)
+    threads: int = 1  # intra-op threads of each inference backend; 0 = the backend's default
+    drive: str = "opd"  # which hybrid action drives the robot (graph.DRIVE_TOPICS)
+    teacher: Path | None = None  # teacher checkpoint; None = the committed one of the robot
+    proxy: bool = False  # run the simulator behind the real-robot proxy
+    speed: float = 1.0  # real-time factor; 0 = lockstep (as fast as the graph answers)
+    seed: int = 0  # seed of the first episode
+    record: Path | None = None  # bag directory to write; None = no recording
+
+    def params(self) -> dict:
+        """The graph's parameter file with this session's choices applied."""
+        params = yaml.safe_load(graph.params_yaml())
+        node = {name: params[name]["ros__parameters"] for name in params}
+        node["encoder"].update(inference_threads=self.threads, precision=self.precision)
+        node["policy"].update(inference_threads=self.threads)
+        node["sim_bridge"].update(drive=self.drive, proxy=self.proxy, real_time_factor=float(self.speed),
+                                  seed=self.seed)  # fmt: skip
+        node["teacher"].update(checkpoint=str(self.teacher or ""))
+        return params
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Figures since the session started counting (`SimSession.restart_counting`)."""
+
+    wall_s: float  # wall time counted, s
+    resetting_s: float  # of which between episodes (the robot settles after a reset, no control), s
+    sim_time_s: float  # simulated time of the last observation, s
+    episodes: int
+    successes: int
+    episode_progress: float  # of the running episode, [0, 1]
+    cycles: int  # control periods stepped
+    missed: int  # periods stepped without the command answering their observation
+    overruns: int  # observations released more than a control period late
+    latency_ms: np.ndarray  # image stamp -> command published, per answered observation, ms
+    lateness_ms: np.ndarray  # observation released - due, ms
+    dropped: Counter[str] = field(default_factory=Counter)  # rejected/dropped/lost, by "node: stream.reason"
+    recorded: int = 0  # messages written to the bag so far
+
+    @property
+    def control_rate_hz(self) -> float:
+        """Control periods stepped per wall second while episodes ran (resets left out)."""
+        controlled = self.wall_s - self.resetting_s
+        return self.cycles / controlled if controlled > 0 else 0.0
+
+    @property
+    def missed_cycles(self) -> int:
+        return self.missed + self.overruns
+
+    def latency_percentile(self, q: float) -> float:
+        return float(np.percentile(self.latency_ms, q)) if self.latency_ms.size else math.nan
+
+
+class SimSession:
+    """Starts the graph on `cfg` in the given rclpy context; `close()` stops it (robot on the safe action)."""
+
+    def __init__(self, cfg: SessionConfig, context: Context | None = None) -> None:
+        self.cfg = cfg
+        sys.setswitchinterval(GIL_SWITCH_S)
+        self.params = cfg.params()
+        self._params_dir = tempfile.TemporaryDirectory(prefix="agent-run-")
+        params_file = Path(self._params_dir.name) / graph.PARAMS_FILE
+        params_file.write_text(yaml.safe_dump(self.params, sort_keys=False))
+        self.recorder = None
+        if cfg.record is not None:
+            self.recorder = BagRecorder(cfg.record, graph.TOPICS.values(), context,
+                                        {"agent.params": params_file.read_text()})  # fmt: skip
+        try:
+            self.bringup = Bringup(
+                context=context,
+                params_file=str(params_file),
+                artifact_dir=str(cfg.artifact_dir),
+                backend=cfg.backend,
+                sim=cfg.sim,
+                use_sim_time="false" if cfg.speed == 1.0 else "true",
+            )
+        except BaseException:
+            if self.recorder is not None:
+                self.recorder.stop()
+            self._params_dir.cleanup()
+            raise
+        self.bridge = self.bringup.node("sim_bridge")
+        self._baseline: Counter[str] = Counter()
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> dict[str, str]:
+        """Spin until every node is active or has failed; returns the failures by node name.
+
+        Raises RuntimeError when a node the session cannot run without failed or nothing came up in time.
+        """
+        nodes = self.bringup.nodes
+
+        def settled() -> bool:
+            return all(n.lifecycle_state == "active" or n.fault for n in nodes)
+
+        if not self.bringup.spin(timeout_s, until=settled):
+            waiting = [n.get_name() for n in nodes if n.lifecycle_state != "active" and not n.fault]
+            raise RuntimeError(f"nodes not active after {timeout_s:g} s: {waiting}")
+        # Startup objects (modules, models, nodes) leave the cyclic collector's view: its full collections
+        # then scan only what the run allocates, instead of pausing every thread for tens of ms.
+        gc.collect()
+        gc.freeze()
+        failed = {n.get_name(): n.fault for n in nodes if n.fault}
+        optional = {"teacher"} if self.cfg.drive != "teacher" else set()
+        if set(failed) - optional:
+            raise RuntimeError("; ".join(f"{name}: {fault}" for name, fault in failed.items()))
+        return failed
+
+    def spin(self, seconds: float) -> None:
+        self.bringup.spin(seconds)
+        if self.bridge.loop is not None and self.bridge.loop.error is not None:
+            raise RuntimeError(f"the simulation stopped: {self.bridge.loop.error!r}")
+
+    def restart_counting(self) -> None:
+        """Count from now on (e.g. after a warm-up)."""
+        self.bridge.loop.reset_stats()
+        self._baseline = self._losses()
+
+    def progress(self) -> Progress:
+        s = self.bridge.loop.stats()
+        dropped = self._losses()
+        dropped.subtract(self._baseline)
+        return Progress(
+            wall_s=time.monotonic() - s.started_mono_s,
+            resetting_s=s.resetting_s,
+            sim_time_s=s.sim_time_s,
+            episodes=s.episodes,
+            successes=s.successes,
+            episode_progress=s.progress,
+            cycles=s.cycles,
+            missed=s.missed,
+            overruns=s.overruns,
+            latency_ms=np.array(s.latency_s) * 1e3,
+            lateness_ms=np.array(s.lateness_s) * 1e3,
+            dropped=+dropped,
+            recorded=sum(self.recorder.report.written.values()) if self.recorder else 0,
+        )
+
+    def failures(self) -> dict[str, str]:
+        """Nodes that are not running, with why."""
+        return {n.get_name(): n.fault or n.lifecycle_state for n in self.bringup.nodes
+                if n.lifecycle_state != "active"}  # fmt: skip
+
+    def close(self) -> tuple[AppliedAction | None, RecordingReport | None]:
+        """Stop the graph (the robot is parked on the safe action), then the recording.
+
+        Returns what the robot was left on and what the bag holds.
+        """
+        try:
+            self.bringup.close()
+        finally:
+            report = self.recorder.stop() if self.recorder is not None else None
+            self._params_dir.cleanup()
+        return self.bridge.parked, report
+
+    def _losses(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for n in self.bringup.nodes:
+            out.update({f"{n.get_name()}: {k}": v for k, v in n.losses().items()})
+        if self.recorder is not None:
+            out.update({f"recorder: {t}.lost": n for t, n in self.recorder.lost().items()})
+        return out
+
+
+@contextmanager
+def ros_interruptible() -> Iterator[None]:
+    """rclpy initialised without its signal handlers, SIGTERM raising KeyboardInterrupt as Ctrl-C does.
+
+    rclpy's own SIGTERM handler shuts the context down at once, under the running graph: the safe action
+    could no longer be published nor the bag closed. Here both signals end up in the caller's
+    `except KeyboardInterrupt`, which stops the graph while the context is still valid.
+    """
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        with rclpy.init(signal_handler_options=SignalHandlerOptions.NO):
+            yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def cached_artifact(config: Path, int8: bool, cache_root: Path | None = None) -> tuple[Path, bool]:
+    """An untrained student exported from `config` into the cache, reused while config and contract match.
+
+    Returns (artifact directory, whether it was exported now). The cache is $XDG_CACHE_HOME/agent/artifacts
+    (~/.cache/agent/artifacts); a corrupt entry is exported again.
+    """
+    from policies.artifact import Artifact, ArtifactError
+    from policies.export import DEFAULT_CONTRACT, export_artifact
+    from policies.student_policy import StudentConfig
+
+    root = cache_root or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agent/artifacts"
+    digest = hashlib.sha256(config.read_bytes() + DEFAULT_CONTRACT.read_bytes() + bytes([int8]))
+    key = digest.hexdigest()[:12]
+    out = root / f"untrained-{config.stem}{'-int8' if int8 else ''}-{key}"
+    if out.is_dir():
+        try:
+            Artifact.load(out)
+            return out, False
+        except ArtifactError:
+            shutil.rmtree(out)
+    root.mkdir(parents=True, exist_ok=True)
+    return export_artifact(out, student_cfg=StudentConfig.from_yaml(config), int8=int8), True

@@ -1,0 +1,393 @@
+"""A robot interface played in real time (or faster) for a controller that answers asynchronously.
+
+The simulator stands in for the robot of a control stack that runs elsewhere (the ROS 2 graph, through the
+sim bridge node): each control period the loop releases an observation at the wall time it describes,
+waits for the command that answers it, applies that command for the next period and steps. Everything
+runs on one thread of its own ("robot"), so the GL context of an offscreen renderer stays current there.
+
+Timing, for a real-time factor r > 0 (r = 1: real time):
+- the observation at simulated time t is released at wall time w0 + (t - t0) / r, never earlier, so no
+  sensor sample is seen before it was taken; t0 and w0 are taken when the loop starts;
+- the command answering it carries the stamp of the input it was computed from: the newest new image
+  (`answer_stamp: image`, the student) or the observation time (`answer_stamp: state`, the teacher);
+- the robot steps once that command arrives, or `command_deadline_s` after the observation's wall time on
+  its last command (a missed cycle); the next release then waits for its own wall time. A controller that
+  is too slow thus costs missed cycles, never real time: a late release shortens its own deadline;
+- after a reset the robot settles (simulated) before the new episode's first observation; the IMU samples
+  of that settling window are released as they come due, a period at a time, not in one burst;
+- with r = 0 (lockstep) releases are not paced: the loop runs as fast as the controller answers;
+- no command for `command_timeout_s` (wall time, e.g. a controller that died): the robot steps on the
+  contract's safe action until the next command arrives, as a real base's command watchdog does.
+A finished episode is counted and the next one starts from seed + episode index. The robot starts on
+the contract's safe action and is left on it (`stop` parks it).
+
+All robot calls, including connect and close, run on the robot thread; the other methods are thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from policies.config import Config
+from sim.robot_interface import AppliedAction, Observation, Outcome, RobotInterface, clip_actions
+
+log = logging.getLogger(__name__)
+
+MATCH_US = 1e6  # answer stamps are matched to the microsecond (sensor stamps are whole physics ticks)
+HISTORY = 100_000  # latency and release samples kept for percentiles (83 min at 20 Hz)
+_RECENT_ANSWERS = 64  # released observations whose answer may still arrive
+
+
+class LoopConfig(Config):
+    """Pacing and command handling of the real-time loop."""
+
+    real_time_factor: float = Field(1.0, ge=0.0)  # simulated seconds per wall second; 0 = lockstep, 1
+    command_deadline_s: float = Field(0.04, gt=0.0)  # wall time a release waits for its answer, s
+    command_timeout_s: float = Field(0.5, gt=0.0)  # no command for this long (wall) -> the safe action, s
+    answer_stamp: Literal["image", "state"] = "image"  # stamp the answering command carries (see above)
+    seed: int = Field(0, ge=0)  # episode i draws its layout from seed + i
+
+
+@dataclass(frozen=True)
+class Release:
+    """One observation as released to the controller: env 0 of `obs`, and what is new in it.
+
+    Shapes: imu (S, 6) and imu_stamps_s (S,) hold the S samples taken since the previous release.
+    """
+
+    obs: Observation
+    imu: np.ndarray
+    imu_stamps_s: np.ndarray
+    new_image: bool  # the frame (obs.image[0]) was not released before
+    new_proprio: bool  # likewise the odometry
+    episode: int  # index of the episode the observation belongs to
+    due_wall_s: float  # wall (system clock) time the observation describes, s
+    epoch_s: float  # time base of the run: stamps are epoch_s + simulated time, s (wall time at the start)
+    imu_only: bool = False  # only IMU samples that came due before `obs` (see RealtimeLoop._stream_imu)
+
+
+@dataclass
+class LoopStats:
+    """Counters of the loop since the last `reset_stats`; `latency_s` and `lateness_s` are in seconds."""
+
+    cycles: int = 0  # control periods stepped
+    missed: int = 0  # periods stepped on the last command: no answer within the deadline
+    overruns: int = 0  # releases more than one control period (wall) after their due time
+    commands: int = 0  # commands offered
+    safe_steps: int = 0  # periods stepped on the safe action because no command came for command_timeout_s
+    resetting_s: float = 0.0  # wall time between an episode's end and the next one's first release, s
+    episodes: int = 0  # episodes finished
+    successes: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)  # finished episodes by outcome name
+    clipped: Counter[str] = field(default_factory=Counter)  # applied actions that differ from the command
+    latency_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # answer published - due
+    lateness_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # release - due
+    progress: float = 0.0  # of the running episode, [0, 1]
+    step: int = 0  # control steps of the running episode
+    started_mono_s: float = 0.0  # monotonic time of the last reset_stats, s
+    sim_time_s: float = 0.0  # time of the last released observation, s
+
+
+class RealtimeLoop:
+    """Runs one env of `robot` against commands offered from other threads.
+
+    Args:
+        robot: a built, unconnected robot with `spec.num_envs == 1`.
+        cfg: pacing and command handling.
+        emit: publishes a release (called on the robot thread).
+        ready: polled before the first release; the loop (and simulated time) waits until it holds, e.g.
+            until the controller is connected.
+    """
+
+    def __init__(
+        self,
+        robot: RobotInterface,
+        cfg: LoopConfig,
+        emit: Callable[[Release], None],
+        ready: Callable[[], bool] = lambda: True,
+    ) -> None:
+        if robot.spec.num_envs != 1:
+            raise ValueError(f"the real-time loop drives one env, the robot has {robot.spec.num_envs}")
+        self.robot, self.cfg, self._emit, self._ready = robot, cfg, emit, ready
+        self.period_s = robot.spec.control_period_s
+        contract = robot.spec.contract
+        self._safe = (contract.safe_skill_id, contract.layout.defaults.copy())
+        self._cond = threading.Condition()
+        self._stopping = threading.Event()
+        self._command = self._safe  # (skill, params (P,)) applied from the next step on
+        self._answered: int | None = None  # stamp (us) of the newest command
+        self._command_mono = time.monotonic()  # when the last command was offered (monotonic), s
+        self._due: OrderedDict[int, float] = OrderedDict()  # answer stamp (us) -> due wall time, s
+        self._stats = LoopStats(started_mono_s=time.monotonic())
+        self._episode = 0  # index of the running episode (not reset with the stats: it picks the seed)
+        self._reset_once = False  # the robot has an episode, so it can be stepped (parked)
+        self.error: BaseException | None = None  # what ended the last run, if anything did
+        self._calls: queue.Queue[tuple[Callable[[], Any], Future] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name="robot", daemon=True)
+        self._running: Future | None = None
+
+    # ---- control, from any thread ---------------------------------------------------------------------
+    def open(self) -> None:
+        """Start the robot thread and connect the robot there; raises what connect raised."""
+        self._thread.start()
+        self._call(self.robot.connect).result()
+
+    def start(self) -> None:
+        """Begin episodes on the robot thread (returns at once)."""
+        self._stopping.clear()
+        self.error = None
+        self._running = self._call(self._run)
+
+    def stop(self) -> AppliedAction:
+        """End the run, then park the robot: the safe action, applied for one control period.
+
+        Returns what was applied (the contract's safe action).
+        """
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        if self._running is not None:
+            self._running.exception()  # waits; an error is already in `self.error`
+            self._running = None
+        return self._call(self._park).result()
+
+    def close(self) -> None:
+        """Close the robot on its thread and end the thread; safe to call twice."""
+        if not self._thread.is_alive():
+            return
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        self._call(self.robot.close).result()
+        self._calls.put(None)
+        self._thread.join()
+
+    @property
+    def running(self) -> bool:
+        return self._running is not None and not self._running.done()
+
+    def command_age_s(self) -> float:
+        """Wall time since the last command was offered (or since the run started), s."""
+        with self._cond:
+            return time.monotonic() - self._command_mono
+
+    def offer(self, skill: int, params: np.ndarray, stamp_s: float, published_wall_s: float) -> None:
+        """A command from the controller: applied from the next step on; answers the release it is stamped
+        with. Params (P,) are clipped to the contract when applied.
+
+        Args:
+            stamp_s: the (simulated) stamp of the input it was computed from, s.
+            published_wall_s: wall (system clock) time it was published, s, for the latency.
+        """
+        key = round(stamp_s * MATCH_US)
+        with self._cond:
+            self._command = (int(skill), np.asarray(params, dtype=np.float64))
+            self._command_mono = time.monotonic()
+            self._stats.commands += 1
+            if self._answered is None or key > self._answered:
+                self._answered = key
+            due = self._due.pop(key, None)
+            if due is not None:
+                self._stats.latency_s.append(published_wall_s - due)
+            self._cond.notify_all()
+
+    def stats(self) -> LoopStats:
+        """A copy of the counters."""
+        with self._cond:
+            s = self._stats
+            return replace(s, outcomes=s.outcomes.copy(), clipped=s.clipped.copy(),
+                           latency_s=s.latency_s.copy(), lateness_s=s.lateness_s.copy())  # fmt: skip
+
+    def reset_stats(self) -> None:
+        """Start counting afresh (e.g. after a warm-up); the running episode's progress is kept."""
+        with self._cond:
+            old = self._stats
+            self._stats = LoopStats(progress=old.progress, step=old.step, sim_time_s=old.sim_time_s,
+                                    started_mono_s=time.monotonic())  # fmt: skip
+
+    # ---- the robot thread -----------------------------------------------------------------------------
+    def _serve(self) -> None:
+        while (item := self._calls.get()) is not None:
+            fn, future = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as err:  # handed to the caller through the future
+                    future.set_exception(err)
+
+    def _call(self, fn: Callable[[], Any]) -> Future:
+        if not self._thread.is_alive():
+            raise RuntimeError("the robot thread is not running: call open() first")
+        future: Future = Future()
+        self._calls.put((fn, future))
+        return future
+
+    def _run(self) -> None:
+        try:
+            self._episodes()
+        except BaseException as err:
+            self.error = err
+            log.exception("real-time loop stopped by an error")
+            raise
+
+    def _episodes(self) -> None:
+        with self._cond:
+            self._command, self._answered = self._safe, None
+            episode = self._episode
+        obs = self.robot.reset(seed=self.cfg.seed + episode)
+        self._reset_once = True
+        while not self._ready():
+            if self._stopping.wait(0.05):
+                return
+        self._t0, self._mono0, self._wall0 = float(obs.time_s[0]), time.monotonic(), time.time()
+        with self._cond:
+            self._command_mono = self._mono0  # the robot starts on the safe action: not stale yet
+            if self._stats.cycles == 0:  # count rates from the first release, not from waiting for `ready`
+                self._stats.started_mono_s = self._mono0
+        self._epoch = round(self._wall0 - self._t0, 3)  # whole milliseconds: stamps stay readable
+        self._last_imu = -np.inf
+        self._last_image = self._last_proprio = -np.inf
+        released = self._release(obs, episode)
+        while not self._stopping.is_set():
+            if obs.task.done[0]:
+                episode = self._finish(obs)
+                ended = time.monotonic()
+                obs = self.robot.reset(seed=self.cfg.seed + episode)
+                released = self._release(obs, episode)  # after the robot settled (simulated time)
+                with self._cond:
+                    self._stats.resetting_s += time.monotonic() - ended
+                continue
+            awaited = self._awaited(obs, released)
+            command = self._wait_for_answer(awaited, self._due_mono + self.cfg.command_deadline_s)
+            applied = self.robot.send_action(np.array([command[0]]), command[1][None])
+            obs = self.robot.step()
+            with self._cond:
+                self._stats.cycles += 1
+                if applied.clipped[0]:
+                    self._stats.clipped[applied.reasons[0]] += 1
+            released = self._release(obs, episode)
+
+    def _awaited(self, obs: Observation, release: Release) -> int | None:
+        """Stamp (us) of the command that answers `release`, or None when none will (no new frame)."""
+        if self.cfg.answer_stamp == "state":
+            return round(float(obs.time_s[0]) * MATCH_US)
+        if not release.new_image:
+            return None
+        return round(float(obs.image_stamp_s[0]) * MATCH_US)
+
+    def _wait_for_answer(self, awaited: int | None, deadline: float) -> tuple[int, np.ndarray]:
+        """The command to apply: the answer to `awaited` once it came, else the last one at the deadline;
+        the safe action when the last one is older than `command_timeout_s`."""
+        with self._cond:
+            while awaited is not None and not self._stopping.is_set():
+                if self._answered is not None and self._answered >= awaited:
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._stats.missed += 1
+                    break
+                self._cond.wait(remaining)
+            if time.monotonic() - self._command_mono > self.cfg.command_timeout_s:
+                self._stats.safe_steps += 1
+                return self._safe
+            return self._command
+
+    def _release(self, obs: Observation, episode: int) -> Release:
+        """Wait until `obs` is due (paced runs), then emit it with what is new since the last release."""
+        t = float(obs.time_s[0])
+        rtf = self.cfg.real_time_factor
+        due_mono = self._mono0 + (t - self._t0) / rtf if rtf > 0 else time.monotonic()
+        self._due_mono = due_mono
+        if rtf > 0:
+            self._stream_imu(obs, episode, t - self.period_s)
+        self._stopping.wait(max(0.0, due_mono - time.monotonic()))
+        now = time.monotonic()
+        stamps = obs.imu_stamps_s[0]
+        new = stamps > self._last_imu
+        release = Release(
+            obs=obs,
+            imu=obs.imu[0, new],  # (S, 6)
+            imu_stamps_s=stamps[new],  # (S,)
+            new_image=obs.image is not None and obs.image_stamp_s[0] > self._last_image,
+            new_proprio=obs.proprio_stamp_s[0] > self._last_proprio,
+            episode=episode,
+            due_wall_s=self._wall0 + (due_mono - self._mono0),
+            epoch_s=self._epoch,
+        )
+        if new.any():
+            self._last_imu = float(stamps[-1])
+        if release.new_image:
+            self._last_image = float(obs.image_stamp_s[0])
+        self._last_proprio = float(obs.proprio_stamp_s[0])
+        with self._cond:
+            s = self._stats
+            s.lateness_s.append(now - due_mono)
+            s.overruns += rtf > 0 and now - due_mono > self.period_s / rtf
+            s.progress, s.step, s.sim_time_s = float(obs.task.progress[0]), int(obs.task.step[0]), t
+            if not obs.task.done[0]:
+                awaited = self._awaited(obs, release)
+                if awaited is not None:
+                    self._due[awaited] = release.due_wall_s
+                    while len(self._due) > _RECENT_ANSWERS:
+                        self._due.popitem(last=False)
+        self._emit(release)
+        return release
+
+    def _stream_imu(self, obs: Observation, episode: int, until_s: float) -> None:
+        """Release the IMU samples of `obs` stamped up to `until_s` as they come due, a control period at
+        a time (IMU-only releases).
+
+        Only a reset has such samples: its settling window, measured before the new episode's first
+        observation. A real IMU streams them while the robot stands still; released with that observation,
+        they would arrive as one burst of 100 messages just when the controller needs its inputs.
+        """
+        rtf = self.cfg.real_time_factor
+        stamps = obs.imu_stamps_s[0]  # (W,)
+        while not self._stopping.is_set():
+            now_s = self._t0 + (time.monotonic() - self._mono0) * rtf  # simulated time due now
+            due = (stamps > self._last_imu) & (stamps <= min(now_s, until_s))
+            if due.any():
+                wall = self._wall0 + time.monotonic() - self._mono0
+                self._emit(Release(
+                    obs=obs, imu=obs.imu[0, due], imu_stamps_s=stamps[due], new_image=False,
+                    new_proprio=False, episode=episode, due_wall_s=wall, epoch_s=self._epoch, imu_only=True,
+                ))  # fmt: skip
+                self._last_imu = float(stamps[due][-1])
+            if not ((stamps > self._last_imu) & (stamps <= until_s)).any():
+                return
+            self._stopping.wait(self.period_s / rtf)
+
+    def _finish(self, obs: Observation) -> int:
+        """Count the finished episode; return the index of the next one."""
+        outcome = Outcome(int(obs.task.outcome[0])).name.lower()
+        with self._cond:
+            s = self._stats
+            s.episodes += 1
+            s.successes += outcome == "success"
+            s.outcomes[outcome] += 1
+            self._command, self._answered = self._safe, None
+            self._episode += 1
+        log.info("episode %d: %s (progress %.2f)", self._episode, outcome, float(obs.task.progress[0]))
+        return self._episode
+
+    def _park(self) -> AppliedAction:
+        """The safe action, applied for one control period (no release): the robot is left braking."""
+        with self._cond:
+            self._command, self._answered = self._safe, None
+        skill, params = np.array([self._safe[0]]), self._safe[1][None]
+        if not self._reset_once:  # no episode yet: the robot is at rest
+            return clip_actions(self.robot.spec.contract, skill, params, 1)
+        applied = self.robot.send_action(skill, params)
+        self.robot.step()
+        return applied

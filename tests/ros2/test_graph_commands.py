@@ -1,0 +1,104 @@
+"""`agent run` and `agent bench graph` as subprocesses: the whole graph on MuJoCo, a bag, the figures."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from agent import graph
+from agent.messages import ActionCodec
+
+from policies.artifact import Artifact
+
+AGENT = Path(sys.executable).with_name("agent")
+pytestmark = pytest.mark.slow
+
+
+def agent(*args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
+    return subprocess.run([str(AGENT), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_records_a_bag_that_rosbags_reads_and_leaves_the_robot_stopped(
+    tiny_artifact: Path, tiny_teacher: Path, tmp_path: Path
+) -> None:
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    bag = tmp_path / "bag"
+    out = agent("run", "--artifact", str(tiny_artifact), "--teacher", str(tiny_teacher), "--drive", "teacher",
+                "--duration", "6", "--record", str(bag))  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "robot left on the safe action (skill 2: stop)" in out.stdout
+    assert f"to {bag} (rosbag2, MCAP)" in out.stdout
+
+    contract = Artifact.load(tiny_artifact).contract
+    codec_names = ActionCodec(contract).names
+    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+        assert {c.topic: c.msgtype for c in reader.connections} == {
+            t.name: t.msg_type for t in graph.TOPICS.values()
+        }
+        last: dict[str, object] = {}
+        counts: dict[str, int] = {}
+        for conn, _, raw in reader.messages():
+            last[conn.topic] = reader.deserialize(raw, conn.msgtype)
+            counts[conn.topic] = counts.get(conn.topic, 0) + 1
+    for topic in ("/camera/image_raw", "/imu/data", "/sim/privileged_state", "/teacher/action", "/clock"):
+        assert counts.get(topic, 0) > 10, (topic, counts)
+    assert counts["/imu/data"] > 5 * counts["/camera/image_raw"]  # 200 Hz vs 20 Hz
+    teacher = last["/teacher/action"]
+    assert list(teacher.name) == codec_names
+    skill, params = int(teacher.position[0]), np.asarray(teacher.position[1:])
+    assert 0 <= skill < contract.num_skills
+    assert np.all((contract.layout.low <= params) & (params <= contract.layout.high))
+    # The policy's last word before the graph stopped: the safe action, and a zero Twist.
+    assert int(last["/agent/action"].position[0]) == contract.safe_skill_id
+    assert (last["/cmd_vel"].linear.x, last["/cmd_vel"].angular.z) == (0.0, 0.0)
+
+
+def test_run_with_the_teacher_driving_and_no_checkpoint_fails_with_one_clear_line(tmp_path: Path) -> None:
+    out = agent("run", "--drive", "teacher", "--teacher", str(tmp_path / "none.pt"), "--duration", "1")
+    assert out.returncode == 2
+    assert f"needs a teacher checkpoint: none at {tmp_path / 'none.pt'}" in out.stderr
+    assert "agent train teacher" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_bench_graph_prints_its_figures_as_json(tiny_artifact: Path) -> None:
+    out = agent("bench", "graph", "--artifact", str(tiny_artifact), "--drive", "student", "--warmup", "1",
+                "--duration", "4", "--json")  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["duration_s"] >= 4.0 and result["backend"] == "onnxruntime" and result["drive"] == "student"
+    assert result["cycles"] > 0 and result["control_rate_hz"] > 0
+    for key in ("missed_cycles", "dropped_messages"):
+        assert isinstance(result[key], int) and result[key] >= 0
+    lat = result["latency_ms"]
+    assert lat["p50"] is not None and 0 < lat["p50"] <= lat["p99"] <= lat["max"]
+    assert result["jitter_ms"]["p50"] <= result["jitter_ms"]["p99"]
+    assert result["image_size"] == 32 and result["targets"]["latency_p99_ms"] == 40.0
+
+
+def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action(
+    tiny_artifact: Path, tiny_teacher: Path, tmp_path: Path
+) -> None:
+    """Like Ctrl-C: the graph is stopped while ROS is still up, so the safe action still goes out."""
+    err = tmp_path / "stderr.log"
+    cmd = [str(AGENT), "run", "--artifact", str(tiny_artifact), "--teacher", str(tiny_teacher)]
+    with err.open("w") as stderr:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            first = proc.stdout.readline()  # the first progress line (every node runs): the graph is up
+            assert first.startswith("[opd] time:"), first + err.read_text()
+            proc.send_signal(signal.SIGTERM)
+            rest, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, rest + err.read_text()
+    assert "stopping (interrupted)" in rest and "robot left on the safe action (skill 2: stop)" in rest
+    assert "Traceback" not in err.read_text()
