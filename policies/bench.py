@@ -1,9 +1,11 @@
 """Batch-1 latency of the deployed student (input checks + encoder + head) on every available backend.
 
-Backends are timed interleaved, one call each per round, so machine noise hits them alike and the
-speed-up ratios stay meaningful on a shared 2-core machine. Each backend is also compared with the torch
-reference on the same inputs (max |embedding difference|, skill agreement), so a fast but wrong backend
-shows up in the same table.
+Backends are timed interleaved in short blocks, so machine noise hits them alike and the speed-up ratios
+stay meaningful on a shared 2-core machine. Blocks rather than single calls: after a call, a backend's
+thread pool keeps spinning for a while (torch's OpenMP, ONNX Runtime's workers); interleaving one call each
+let that spin steal the cores of the next backend's call and slowed every 2-thread backend ~2-5x here.
+Each backend is also compared with the torch reference on the same inputs (max |embedding difference|,
+skill agreement), so a fast but wrong backend shows up in the same table.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import numpy as np
 
 from policies.artifact import Artifact
 from policies.runtime import BackendUnavailable, StudentRuntime
+
+BLOCK = 10  # consecutive calls per backend and round
+SETTLE = 2  # untimed calls at the start of each block
 
 # name -> (backend, precision)
 VARIANTS: dict[str, tuple[str, str]] = {
@@ -86,14 +91,20 @@ def benchmark_student(
     reference = (
         [inputs.call(runtimes["torch"], i) for i in range(len(inputs))] if "torch" in runtimes else None
     )
+    for rt in runtimes.values():
+        for it in range(warmup):
+            inputs.call(rt, it % len(inputs))
     times: dict[str, list[float]] = {n: [] for n in runtimes}
-    for it in range(warmup + iters):
-        i = it % len(inputs)
+    it = 0
+    while min(len(t) for t in times.values()) < iters:
         for name, rt in runtimes.items():
-            t0 = time.perf_counter()
-            inputs.call(rt, i)
-            if it >= warmup:
-                times[name].append(time.perf_counter() - t0)
+            for j in range(BLOCK):
+                t0 = time.perf_counter()
+                inputs.call(rt, (it + j) % len(inputs))
+                if j >= SETTLE:  # the first calls of a block may share the cores with the last backend's pool
+                    times[name].append(time.perf_counter() - t0)
+        it += BLOCK
+    times = {n: t[:iters] for n, t in times.items()}
     torch_p50 = float(np.percentile(times["torch"], 50)) if "torch" in times else None
     for name, rt in runtimes.items():
         ms = np.asarray(times[name]) * 1e3

@@ -35,6 +35,9 @@ class OnnxRuntimeRunner:
         if threads:
             opts.intra_op_num_threads = threads
             opts.inter_op_num_threads = 1
+        # Idle workers sleep instead of spinning: a student is two sessions (encoder, head) called back to
+        # back, and in the graph several nodes share the cores; a spinning pool steals them from the others.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         available = ort.get_available_providers()
         providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
         self.session = ort.InferenceSession(str(artifact.path(filename)), opts, providers=providers)
