@@ -27,6 +27,16 @@ _LOG_2 = math.log(2.0)
 _ATANH_LIMIT = 1.0 - 1e-6  # keeps atanh finite for parameters exactly on a bound
 
 
+def mlp(in_dim: int, hidden: list[int]) -> tuple[nn.Sequential, int]:
+    """Linear+ELU layers of the given widths (none: identity); returns the stack and its output width."""
+    layers: list[nn.Module] = []
+    d = in_dim
+    for h in hidden:
+        layers += [nn.Linear(d, h), nn.ELU()]
+        d = h
+    return nn.Sequential(*layers), d
+
+
 class HeadConfig(Config):
     """Policy head MLP and distribution limits."""
 
@@ -76,12 +86,7 @@ class HybridActionHead(nn.Module):
         self.cfg = cfg
         self.num_skills = contract.num_skills
         self.num_params = contract.num_params
-        layers: list[nn.Module] = []
-        d = in_dim
-        for h in cfg.hidden:
-            layers += [nn.Linear(d, h), nn.ELU()]
-            d = h
-        self.trunk = nn.Sequential(*layers)
+        self.trunk, d = mlp(in_dim, cfg.hidden)
         self.logits = nn.Linear(d, self.num_skills)
         self.mean = nn.Linear(d, self.num_params)
         self.log_std = nn.Linear(d, self.num_params)

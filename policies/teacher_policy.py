@@ -8,7 +8,7 @@ from pydantic import Field
 from torch import nn
 
 from policies.config import Config
-from policies.hybrid_head import HeadConfig, HybridActionHead, HybridDist
+from policies.hybrid_head import HeadConfig, HybridActionHead, HybridDist, mlp
 from policies.running_norm import RunningNorm
 from policies.skill_contract import SkillContract
 
@@ -39,12 +39,7 @@ class TeacherPolicy(nn.Module):
         self.obs_dim = obs_dim
         self.contract = contract
         self.norm = RunningNorm(obs_dim)
-        layers: list[nn.Module] = []
-        d = obs_dim
-        for h in cfg.hidden:
-            layers += [nn.Linear(d, h), nn.ELU()]
-            d = h
-        self.trunk = nn.Sequential(*layers)
+        self.trunk, d = mlp(obs_dim, cfg.hidden)
         self.head = HybridActionHead(d, contract, cfg.head)
 
     def forward(self, features: torch.Tensor) -> HybridDist:

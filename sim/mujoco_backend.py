@@ -9,6 +9,8 @@ stamped with the step's start time; the same holds for rendered frames.
 from __future__ import annotations
 
 import copy
+import importlib
+import importlib.util
 import logging
 import math
 import os
@@ -272,8 +274,21 @@ class MujocoBackend(SimBackend):
         m.actuator_forcerange[ix.actuators] = nom["actuator_forcerange"][ix.actuators] * motor
 
 
+def _load_triton_first() -> None:
+    """Import triton (PyTorch's compiler, when installed) before the first GL context exists.
+
+    Without a GPU, EGL renders with Mesa's llvmpipe, which loads its own LLVM; importing triton (which brings
+    another) after that context exists crashes the process (seen with torch 2.14 and triton 3), the other
+    order works. Any process that renders may import torchvision later (a torch backend, an export, OPD),
+    and torchvision imports triton.
+    """
+    if importlib.util.find_spec("triton") is not None:
+        importlib.import_module("triton")
+
+
 def _make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
     """Offscreen renderer with the fast settings (no shadows, reflections or skybox: ~1.5 ms at 128x128)."""
+    _load_triton_first()
     try:
         renderer = mujoco.Renderer(model, height, width)
     except Exception as err:  # MuJoCo raises several types for a missing GL stack

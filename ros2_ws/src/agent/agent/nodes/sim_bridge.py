@@ -18,7 +18,6 @@ cleanup closes the backend.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -55,18 +54,6 @@ IMU, CAMERA = "/imu/data", "/camera/image_raw"
 ODOM_FIELDS = ("odom_x_m", "odom_y_m", "odom_yaw_rad", "odom_v_mps", "odom_w_radps")  # proprio columns
 
 
-def load_triton_first() -> None:
-    """Import triton (PyTorch's compiler, when installed) before MuJoCo creates its GL context.
-
-    Without a GPU, EGL renders with Mesa's llvmpipe, which loads its own LLVM; importing triton (which
-    brings another) after that GL context exists crashes the process in triton's import (seen with torch
-    2.14 and triton 3), the other order works. In the graph's process other nodes import
-    torch at any time, and torchvision (the torch backend, an export) imports triton.
-    """
-    if importlib.util.find_spec("triton") is not None:
-        importlib.import_module("triton")
-
-
 def sim_config(sim_name: str, path: str, camera_hz: int) -> SimConfig:
     """The simulator config of one env: `path` or the sim package's <sim>.yaml, camera rate overridden."""
     cfg = SimConfig.from_yaml(path or SIM_CONFIGS / f"{sim_name}.yaml")
@@ -88,7 +75,6 @@ class SimBridgeNode(AgentNode):
     def configure(self) -> None:
         s = self.settings()
         cfg = sim_config(s["sim"], s["sim_config"], s["camera_hz"])
-        load_triton_first()
         robot: RobotInterface = make_backend(cfg)
         if s["proxy"]:
             proxy = ProxyConfig.from_yaml(s["proxy_config"] or SIM_CONFIGS / "proxy.yaml")

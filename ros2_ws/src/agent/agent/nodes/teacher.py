@@ -64,8 +64,7 @@ class TeacherNode(AgentNode):
         fields = yaml.safe_load(meta.read_text()).get("privileged_fields") if meta.is_file() else None
         self.names = privileged_names(fields) if fields else None
         self.state_dim = teacher.obs_dim - teacher.contract.num_skills  # Dq
-        # Checkpoints written before TeacherConfig.action_repeat existed decided every period.
-        self.repeat = getattr(teacher.cfg, "action_repeat", 1)  # control periods a decision is held
+        self.repeat = teacher.cfg.action_repeat  # control periods a decision is held
         self.held: tuple[int, np.ndarray] | None = None  # decision in force: skill, params (P,)
         self.state_in = StreamStats("privileged_state", TOPICS[STATE].rate_hz, s["input_timeout_s"])
         self.actions = StreamStats("action")
