@@ -86,13 +86,17 @@ def assert_qos(actual: object, expected: graph.Qos, where: str) -> None:
     assert actual.durability == durability[expected.durability], where
 
 
+@pytest.mark.parametrize("executor", graph.EXECUTORS)
 def test_camera_and_imu_in_actions_out_through_the_whole_graph(
-    ros_context: Context, fake_loader: Callable[..., FakeRuntime], contract_artifact: Path
+    executor: str, ros_context: Context, fake_loader: Callable[..., FakeRuntime], contract_artifact: Path
 ) -> None:
     probe = Probe(ros_context)
     probe.record("/agent/action", "/cmd_vel", "/opd/action")
     with Bringup(
-        context=ros_context, node_kwargs=models(fake_loader), artifact_dir=str(contract_artifact)
+        context=ros_context,
+        executor=executor,
+        node_kwargs=models(fake_loader),
+        artifact_dir=str(contract_artifact),
     ) as bringup:
         bringup.add_node(probe.node)
         assert bringup.spin(5.0, until=lambda: all_active(bringup))
@@ -127,3 +131,8 @@ def test_launch_arguments_are_checked_like_the_launch_file() -> None:
         launch_arguments(backend="tflite")
     with pytest.raises(ValueError, match="unknown launch arguments"):
         launch_arguments(simulator="mujoco")
+
+
+def test_an_unknown_executor_is_refused_before_any_node_starts(ros_context: Context) -> None:
+    with pytest.raises(ValueError, match="executor 'events': choose one of"):
+        Bringup(context=ros_context, executor="events")

@@ -70,6 +70,21 @@ def test_embedding_is_stamped_with_the_image_and_uses_the_imu_window_ending_ther
     assert runtime.encoded[-1]["step"] == 7.0
 
 
+def test_an_image_ahead_of_its_imu_waits_and_is_encoded_when_the_imu_reaches_its_stamp(encoder: Rig) -> None:
+    node, probe, executor, runtime = encoder
+    t0 = time.time()
+    feed = SensorFeed(probe, t0)
+    feed.imu_until(t0 - 0.05)  # the IMU lags the frame by 50 ms
+    feed.image(t0, value=30)
+    spin_for(executor, 0.15)
+    assert probe.received["/agent/state"] == [] and len(node.waiting) == 1  # waiting, not dropped
+    feed.imu_until(t0)
+    assert spin_until(executor, lambda: len(probe.received["/agent/state"]) == 1)
+    assert stamp_to_sec(probe.received["/agent/state"][0].header.stamp) == pytest.approx(t0, abs=1e-6)
+    window = runtime.encoded[-1]["imu"]  # accel.x holds each sample's offset from t0
+    assert abs(window[-1, 0]) <= node.imu_buffer.tolerance_s + 1e-4  # the window ends at the image stamp
+
+
 def test_malformed_messages_are_counted_and_rejected_and_the_node_keeps_running(encoder: Rig) -> None:
     node, probe, executor, runtime = encoder
     t0 = time.time()

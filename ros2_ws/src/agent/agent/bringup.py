@@ -1,14 +1,19 @@
-"""In-process bringup: the launch file's node set in one process, each node on a MultiThreadedExecutor.
+"""In-process bringup: the launch file's node set in one process, each node on an executor of its own.
 
-This is composition with isolated executors (what rclcpp's component_container_isolated does): every node
-gets its own MultiThreadedExecutor, spun by a thread of its own, and keeps its callback groups (intake vs
-inference) running in parallel. One executor for all nodes cannot carry the graph here: it rebuilds its
-wait set over every entity of every node (about 30 per lifecycle node: services, event handlers, timers,
-subscriptions) on each wake-up and takes one message per wake-up, which capped five nodes at ~350
-callbacks/s on a 2-core machine, below the 200 Hz IMU plus the rest of the graph; a node's own wait set is
-a fifth of that. Each executor `spin`s (a spin_once(timeout) loop would create a timeout timer per
-message). The bringup reads the same definition as launch/bringup.launch.py (`agent.graph`) and
-takes the same launch arguments with the same meaning:
+This is composition with isolated executors (what rclcpp's component_container_isolated does): every node gets
+its own executor, spun by a thread of its own, so nodes run beside each other. The executor is a
+SingleThreadedExecutor by default (`executor="single"`); `"multi"` gives each node a MultiThreadedExecutor
+that also runs its callback groups (intake vs inference) in parallel. Measured on the 2-core machine (`agent
+bench graph --executor single|multi`, back-to-back 60 s runs): single-threaded executors held image -> command
+p99 at 32-34 ms with 0-2 missed cycles, multi-threaded ones 37-60 ms with 1-79 missed. Under one GIL the
+multi-threaded executor adds no parallelism the single one lacks (inference releases the GIL either way), but
+it hands every callback from its wait thread to a pool thread: two thread switches and GIL hand-offs per
+message. The nodes keep their callback groups, so they are correct under either executor (their tests spin
+them multi-threaded). One executor for all nodes cannot carry the graph: it rebuilds its wait set over every
+entity of every node (about 30 per lifecycle node: services, timers, subscriptions) on each wake-up and takes
+one message per wake-up. Each executor `spin`s (a spin_once(timeout) loop would create a timeout timer per
+message). The bringup reads the same definition as launch/bringup.launch.py (`agent.graph`) and takes the same
+launch arguments with the same meaning:
 
     with Bringup(artifact_dir="artifacts/student", sim="none") as stack:
         stack.spin(duration_s=10.0)
@@ -26,7 +31,7 @@ from typing import Any
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -87,7 +92,7 @@ def create_nodes(
 
 
 class Bringup:
-    """The graph's nodes, each on its own MultiThreadedExecutor and thread; finalized on exit.
+    """The graph's nodes, each on its own executor and thread; finalized on exit.
 
     Executors spin from the first `spin` call until `close`; `spin` itself only waits.
     """
@@ -95,15 +100,19 @@ class Bringup:
     def __init__(
         self,
         context: Context | None = None,
+        executor: str = "single",
         num_threads: int | None = None,
         node_kwargs: dict[str, dict[str, Any]] | None = None,
         **launch_args: str,
     ) -> None:
+        if executor not in graph.EXECUTORS:
+            raise ValueError(f"executor {executor!r}: choose one of {graph.EXECUTORS}")
         self.args = launch_arguments(**launch_args)
         self.context = context
-        self.num_threads = num_threads  # per node executor; None = one per CPU
+        self.executor_kind = executor
+        self.num_threads = num_threads  # per multi-threaded executor; None = one per CPU
         self.nodes = create_nodes(self.args, context, node_kwargs)
-        self.executors: list[MultiThreadedExecutor] = []
+        self.executors: list[Executor] = []
         self._threads: list[threading.Thread] = []
         for n in self.nodes:
             self._add_executor(n)
@@ -153,7 +162,10 @@ class Bringup:
         self.nodes, self.executors, self._threads = [], [], []
 
     def _add_executor(self, n: Node) -> None:
-        executor = MultiThreadedExecutor(num_threads=self.num_threads, context=self.context)
+        if self.executor_kind == "multi":
+            executor: Executor = MultiThreadedExecutor(num_threads=self.num_threads, context=self.context)
+        else:
+            executor = SingleThreadedExecutor(context=self.context)
         executor.add_node(n)
         self.executors.append(executor)
 

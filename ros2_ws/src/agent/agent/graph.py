@@ -23,6 +23,7 @@ PARAMS_FILE = "agent.yaml"  # under the package share's config/
 README_BEGIN, README_END = "<!-- graph:begin -->", "<!-- graph:end -->"  # the README's generated section
 SIMS = ("none", "mujoco", "isaacsim")
 BACKENDS = ("tensorrt", "onnxruntime", "torch")  # policies.runtime.BACKENDS, in the order
+EXECUTORS = ("single", "multi")  # executor per node of the in-process bringup (agent.bringup)
 
 ParamValue = bool | int | float | str
 

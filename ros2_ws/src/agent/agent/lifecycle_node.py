@@ -11,8 +11,11 @@ a lifecycle manager drives it, e.g. to hold the policy inactive until every mode
 Parameters are declared from the graph with descriptors (description, unit, range, choices) and read at
 configure; changing one while active is refused, because half the node would still use the old value.
 
-Threads: `io_group` runs message intake, diagnostics and watchdogs (short callbacks); `work_group` runs
-inference, so a slow model never blocks intake. State shared by the two is guarded by `self.lock`.
+Threads: `io_group` runs short callbacks (intake that inference does not wait for, diagnostics, watchdogs);
+`work_group` runs inference and the intake that feeds it, so under a multi-threaded executor a slow model
+never delays the rest. State shared by the two, and with threads outside the executor, is guarded by
+`self.lock`. The agent's own executors are single-threaded (see `agent.bringup`); the groups keep the
+nodes correct in a multi-threaded one.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
-from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecyclePublisher, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
@@ -57,7 +60,7 @@ class AgentNode(LifecycleNode):
     """Lifecycle node whose topics and parameters come from its graph `NodeSpec`.
 
     Subclasses implement `configure` / `activate` / `deactivate` / `cleanup` (raise to fail a transition)
-    and `health(now)`; they create entities with `publisher`, `subscribe`, `timer` and `wake_up`.
+    and `health(now)`; they create entities with `publisher`, `subscribe` and `timer`.
     """
 
     def __init__(self, spec: NodeSpec, **kwargs: Any) -> None:
@@ -73,7 +76,7 @@ class AgentNode(LifecycleNode):
             self.declare_parameter(p.name, p.default, param_descriptor(p))
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._publishers_made: list[LifecyclePublisher] = []
-        self._active_entities: list[Subscription | Timer | Any] = []
+        self._active_entities: list[Subscription | Timer] = []
         self._warned: dict[str, float] = {}
         # Diagnostics keep flowing in every lifecycle state, on a steady clock: a paused simulation must
         # not silence the health report.
@@ -149,12 +152,6 @@ class AgentNode(LifecycleNode):
         timer = self.create_timer(period_s, callback, group)
         self._active_entities.append(timer)
         return timer
-
-    def wake_up(self, callback: Callable[[], None], group: CallbackGroup) -> Any:
-        """Guard condition: `.trigger()` from any thread runs `callback` in `group` (inference hand-off)."""
-        guard = self.create_guard_condition(callback, group)
-        self._active_entities.append(guard)
-        return guard
 
     def reject(self, stream: StreamStats, err: MessageError, now: float) -> None:
         """Count a malformed message and warn, throttled per (stream, reason)."""
@@ -238,10 +235,8 @@ class AgentNode(LifecycleNode):
         for entity in self._active_entities:
             if isinstance(entity, Subscription):
                 self.destroy_subscription(entity)
-            elif isinstance(entity, Timer):
-                self.destroy_timer(entity)
             else:
-                self.destroy_guard_condition(entity)
+                self.destroy_timer(entity)
         self._active_entities.clear()
 
     def _release_publishers(self) -> None:
@@ -305,15 +300,16 @@ def run_node(node_class: Callable[[], AgentNode], args: list[str] | None = None)
 
 
 def spin(node: AgentNode) -> None:
-    """Spin one node on a multi-threaded executor until SIGINT/SIGTERM or shutdown; on the way out, finalize
-    it while the context is valid (a policy sends its safe action then).
+    """Spin one node on a single-threaded executor until SIGINT/SIGTERM or shutdown; on the way out, finalize
+    it while the context is valid (a policy sends its safe action then). Single-threaded for the reason
+    `agent.bringup` gives: a multi-threaded one adds two thread switches per message and no parallelism.
 
     The signals only set a flag that the loop polls every SIGNAL_POLL_S: a KeyboardInterrupt raised into
     the executor at an arbitrary point can leave its locks held, and the shutdown then hangs.
     """
     stop = Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-    executor = MultiThreadedExecutor(context=node.context)
+    executor = SingleThreadedExecutor(context=node.context)
     executor.add_node(node)
     try:
         while not stop.is_set() and node.context.ok():

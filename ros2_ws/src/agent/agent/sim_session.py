@@ -7,8 +7,10 @@ camera-to-command latency measured against each command's DDS publication time) 
 rejected and dropped messages.
 
 Settings chosen for a small, shared CPU (measured on the 2-core CI machine, see `agent bench graph`):
-- one intra-op thread per inference backend: with 2, ONNX Runtime's spin-waiting worker took a core of its
-  own (the process used 1.8 cores instead of 0.7) and the camera-to-command p99 doubled;
+- a single-threaded executor per node (see `agent.bringup`);
+- one intra-op thread per inference backend: two make the INT8 encoder alone 25% faster (8.2 vs 10.9 ms),
+  but in the graph, next to the other threads, back-to-back runs measured no clear gain (p99 31-37 ms with
+  two, 32-35 ms with one);
 - the interpreter's thread switch interval at 0.5 ms instead of 5 ms: a dozen threads hand the GIL to each
   other per message, and at 5 ms the robot thread fell behind real time;
 - use_sim_time only when the simulation is not real time: in real time the stamps follow the system clock
@@ -57,6 +59,7 @@ class SessionConfig:
     backend: str = "onnxruntime"  # inference backend of encoder and policy
     precision: str = ""  # encoder precision; "" = the backend's default (int8 needs `agent export --int8`)
     threads: int = 1  # intra-op threads of each inference backend; 0 = the backend's default
+    executor: str = "single"  # executor of each node: single | multi (agent.bringup)
     drive: str = "opd"  # which hybrid action drives the robot (graph.DRIVE_TOPICS)
     teacher: Path | None = None  # teacher checkpoint; None = the committed one of the robot
     proxy: bool = False  # run the simulator behind the real-robot proxy
@@ -125,6 +128,7 @@ class SimSession:
         try:
             self.bringup = Bringup(
                 context=context,
+                executor=cfg.executor,
                 params_file=str(params_file),
                 artifact_dir=str(cfg.artifact_dir),
                 backend=cfg.backend,

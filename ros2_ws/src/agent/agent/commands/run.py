@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent import graph
+
 if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not load rclpy or the models
     from rich.console import Console
     from rich.table import Table
@@ -41,6 +43,8 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
                         help="encoder precision; default: int8 (ONNX Runtime's quantised encoder) without "
                         "--artifact, else the backend's default")  # fmt: skip
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per inference backend")
+    parser.add_argument("--executor", choices=graph.EXECUTORS, default="single",
+                        help="each node's executor: single or multi-threaded (agent.bringup)")  # fmt: skip
     parser.add_argument("--drive", choices=DRIVES, default="opd",
                         help="which action drives the robot (opd = the student until OPD lands)")  # fmt: skip
     parser.add_argument("--teacher", type=Path, help="teacher.pt (teacher.yaml beside it); default: the "
@@ -87,8 +91,8 @@ def session_config(args: argparse.Namespace, record: Path | None = None) -> Sess
               "acts at random until Online Policy Distillation trains it", file=sys.stderr)  # fmt: skip
     return SessionConfig(
         artifact_dir=artifact, sim=args.sim, backend=args.backend, precision=precision,
-        threads=args.threads, drive=args.drive, teacher=args.teacher, proxy=args.proxy, speed=args.speed,
-        seed=args.seed, record=record,
+        threads=args.threads, executor=args.executor, drive=args.drive, teacher=args.teacher,
+        proxy=args.proxy, speed=args.speed, seed=args.seed, record=record,
     )  # fmt: skip
 
 

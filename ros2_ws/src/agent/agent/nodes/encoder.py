@@ -1,13 +1,16 @@
 """Encoder node: camera + IMU window + active skill -> state embedding, stamped with the image stamp.
 
-Intake (io group) checks each message and stores it: IMU samples go into an `ImuBuffer`, images into a
-short queue of images waiting for their IMU window. A guard condition hands over to the work group, which
-takes the newest image whose IMU has reached its stamp (older waiting images are dropped: latency beats
+Camera and IMU share one callback group with inference (the skill, which only changes, has the io group):
+IMU samples go into an `ImuBuffer`, images into a short queue of images waiting for their IMU window, and
+whichever message completes a pair encodes it in the same callback, with no hand-off to another thread or
+executor wake-up. The image callback first takes the IMU samples already delivered (the sim bridge and a
+real IMU send them ahead of the frame), so the usual frame is encoded the moment it arrives. Encoding takes
+the newest image whose IMU has reached its stamp (older waiting images are dropped: latency beats
 completeness), cuts the IMU window ending at that stamp, runs the exported encoder and publishes. Images
-wait while the IMU lags (the IMU sample that reaches a waiting stamp wakes the work group, once per
-image, to keep the executor load low) and are dropped once older than `max_latency_s`. The IMU callback
-takes the rest of a burst of samples at once (`agent.ros_io.drain`). Camera and IMU are
-best effort: messages their publishers sent that never arrived are counted as dropped ("lost").
+wait while the IMU lags and are dropped once older than `max_latency_s`. While a frame encodes, IMU
+samples wait in the subscription's history (200 samples, 1 s); each IMU callback takes the rest of a
+burst at once (`agent.ros_io.drain`). Camera and IMU are best effort: messages their publishers sent that
+never arrived are counted as dropped ("lost").
 """
 
 from __future__ import annotations
@@ -84,10 +87,9 @@ class EncoderNode(AgentNode):
         self.pub = self.publisher(STATE)
 
     def activate(self) -> None:
-        self.subscribe(CAMERA, self.on_image, self.io_group)
-        self.imu_sub = self.subscribe(IMU, self.on_imu, self.io_group)
+        self.subscribe(CAMERA, self.on_image, self.work_group)
+        self.imu_sub = self.subscribe(IMU, self.on_imu, self.work_group)  # the camera's group: see the doc
         self.subscribe(SKILL, self.on_skill, self.io_group)
-        self.encode_now = self.wake_up(self.encode_pending, self.work_group)
 
     def deactivate(self) -> None:
         with self.lock:
@@ -121,16 +123,19 @@ class EncoderNode(AgentNode):
                 self.waiting.popleft()
                 self.camera.drop("superseded", now)
             self.waiting.append((stamp, rgb, msg.header.frame_id))
-        self.encode_now.trigger()
+        for more, more_info in drain(self.imu_sub):  # samples delivered ahead of the frame
+            self._store_imu(more, more_info, now)
+        self.encode_pending()
 
     def on_imu(self, msg: Imu, info: MessageInfo) -> None:
-        """Store this sample and the rest of its burst (see `agent.ros_io.drain`)."""
+        """Store this sample and the rest of its burst (see `agent.ros_io.drain`); encode the image whose
+        IMU window they complete."""
         now = self.now_s()
         reached = self._store_imu(msg, info, now)
         for more, more_info in drain(self.imu_sub):
             reached |= self._store_imu(more, more_info, now)
-        if reached:  # the IMU reached a waiting image's stamp: the work group can encode it
-            self.encode_now.trigger()
+        if reached:
+            self.encode_pending()
 
     def _store_imu(self, msg: Imu, info: MessageInfo, now: float) -> bool:
         """Check and buffer one IMU sample; True when it is the first to reach a waiting image's stamp."""
@@ -174,13 +179,13 @@ class EncoderNode(AgentNode):
             self.active = active
 
     def encode_pending(self) -> None:
-        """Work group: the newest waiting image whose IMU has reached its stamp -> encode -> publish."""
+        """The newest waiting image whose IMU has reached its stamp -> encode -> publish."""
         now = self.now_s()
         with self.lock:
             ready = self._take_ready(now)
             skill, progress, step = self.active
         if ready is None:
-            return  # the IMU sample that reaches a waiting stamp wakes us up again
+            return  # the IMU sample that reaches a waiting stamp calls again
         (stamp, rgb, frame_id), match = ready
         if match.status is MatchStatus.MISS:
             self.drop(self.camera, "no_imu_window", match.reason, now)
