@@ -85,6 +85,19 @@ def test_an_image_ahead_of_its_imu_waits_and_is_encoded_when_the_imu_reaches_its
     assert abs(window[-1, 0]) <= node.imu_buffer.tolerance_s + 1e-4  # the window ends at the image stamp
 
 
+def test_an_image_whose_imu_comes_after_max_latency_is_dropped_as_late(encoder: Rig) -> None:
+    node, probe, executor, runtime = encoder
+    t0 = time.time()
+    feed = SensorFeed(probe, t0)
+    feed.imu_until(t0 - 0.05)
+    feed.image(t0)
+    spin_for(executor, node.max_latency_s + 0.1)  # nothing reaches the stamp in time
+    feed.imu_until(t0)
+    assert spin_until(executor, lambda: node.losses()["camera.imu_late"] == 1)
+    spin_for(executor, 0.1)
+    assert probe.received["/agent/state"] == [] and runtime.encoded == [] and not node.waiting
+
+
 def test_malformed_messages_are_counted_and_rejected_and_the_node_keeps_running(encoder: Rig) -> None:
     node, probe, executor, runtime = encoder
     t0 = time.time()

@@ -207,14 +207,19 @@ class EncoderNode(AgentNode):
             self.gates = gates
 
     def _take_ready(self, now: float) -> tuple[tuple[float, np.ndarray, str], ImuMatch] | None:
-        """Under the lock: pop the newest image the IMU has reached; drop older and too old ones."""
+        """Under the lock: pop the newest image the IMU has reached; drop older and too old ones.
+
+        Too old (than `max_latency_s`) is dropped whether its IMU came or not: its state would be late.
+        """
         for i in range(len(self.waiting) - 1, -1, -1):
             match = self.imu_buffer.match(self.waiting[i][0])
             if match.status is not MatchStatus.WAIT:
                 for _ in range(i):
                     self.waiting.popleft()
                     self.camera.drop("superseded", now)
-                return self.waiting.popleft(), match
+                if now - self.waiting[0][0] <= self.max_latency_s:
+                    return self.waiting.popleft(), match
+                break
         while self.waiting and now - self.waiting[0][0] > self.max_latency_s:
             self.waiting.popleft()
             self.camera.drop("imu_late", now)
