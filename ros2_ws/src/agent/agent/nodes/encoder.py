@@ -123,39 +123,37 @@ class EncoderNode(AgentNode):
                 self.waiting.popleft()
                 self.camera.drop("superseded", now)
             self.waiting.append((stamp, rgb, msg.header.frame_id))
-        for more, more_info in drain(self.imu_sub):  # samples delivered ahead of the frame
-            self._store_imu(more, more_info, now)
+        self._store_imu_burst(now)  # samples delivered ahead of the frame
         self.encode_pending()
 
     def on_imu(self, msg: Imu, info: MessageInfo) -> None:
-        """Store this sample and the rest of its burst (see `agent.ros_io.drain`); encode the image whose
-        IMU window they complete."""
+        """Store this sample and the rest of its burst; encode a waiting image whose window they complete."""
         now = self.now_s()
-        reached = self._store_imu(msg, info, now)
-        for more, more_info in drain(self.imu_sub):
-            reached |= self._store_imu(more, more_info, now)
-        if reached:
+        self._store_imu(msg, info, now)
+        self._store_imu_burst(now)
+        if self.waiting:
             self.encode_pending()
 
-    def _store_imu(self, msg: Imu, info: MessageInfo, now: float) -> bool:
-        """Check and buffer one IMU sample; True when it is the first to reach a waiting image's stamp."""
+    def _store_imu_burst(self, now: float) -> None:
+        """Store every IMU sample already queued on the subscription (see `agent.ros_io.drain`)."""
+        for msg, info in drain(self.imu_sub):
+            self._store_imu(msg, info, now)
+
+    def _store_imu(self, msg: Imu, info: MessageInfo, now: float) -> None:
+        """Check and buffer one IMU sample."""
         self._count_lost(self.imu, self.imu_gaps, info, now)
         try:
             stamp = checked_stamp(msg.header.stamp)
             sample = imu_to_sample(msg)
         except MessageError as err:
             self.reject(self.imu, err, now)
-            return False
+            return
         with self.lock:
-            before = self.imu_buffer.newest
             why = self.imu_buffer.push(stamp, sample)
             if why is None:
                 self.imu.accept(stamp, now)
-            low = -np.inf if before is None else before
-            reached = why is None and any(low < s <= stamp for s, _, _ in self.waiting)
         if why is not None:
             self.reject(self.imu, MessageError(why, f"IMU sample at {stamp:.6f} not stored: {why}"), now)
-        return reached
 
     def _count_lost(self, stream: StreamStats, gaps: SequenceGaps, info: MessageInfo, now: float) -> None:
         """Sensor messages are best effort: count the ones published but never received as dropped."""
