@@ -93,6 +93,8 @@ class LoopStats:
     clipped: Counter[str] = field(default_factory=Counter)  # applied actions that differ from the command
     latency_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # answer published - due
     lateness_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # release - due
+    # Monotonic due time of each missed or overrun period, s: lines misses up with the host's stalls.
+    missed_at_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
     progress: float = 0.0  # of the running episode, [0, 1]
     step: int = 0  # control steps of the running episode
     started_mono_s: float = 0.0  # monotonic time of the last reset_stats, s
@@ -207,7 +209,8 @@ class RealtimeLoop:
         with self._cond:
             s = self._stats
             return replace(s, outcomes=s.outcomes.copy(), clipped=s.clipped.copy(),
-                           latency_s=s.latency_s.copy(), lateness_s=s.lateness_s.copy())  # fmt: skip
+                           latency_s=s.latency_s.copy(), lateness_s=s.lateness_s.copy(),
+                           missed_at_s=s.missed_at_s.copy())  # fmt: skip
 
     def reset_stats(self) -> None:
         """Start counting afresh (e.g. after a warm-up); the running episode's progress is kept."""
@@ -296,6 +299,7 @@ class RealtimeLoop:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     self._stats.missed += 1
+                    self._stats.missed_at_s.append(self._due_mono)
                     break
                 self._cond.wait(remaining)
             if time.monotonic() - self._command_mono > self.cfg.command_timeout_s:
@@ -333,7 +337,9 @@ class RealtimeLoop:
         with self._cond:
             s = self._stats
             s.lateness_s.append(now - due_mono)
-            s.overruns += rtf > 0 and now - due_mono > self.period_s / rtf
+            if rtf > 0 and now - due_mono > self.period_s / rtf:
+                s.overruns += 1
+                s.missed_at_s.append(due_mono)
             s.progress, s.step, s.sim_time_s = float(obs.task.progress[0]), int(obs.task.step[0]), t
             if not obs.task.done[0]:
                 awaited = self._awaited(obs, release)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from agent import graph
+from agent.host_steal import read_steal_s
 from agent.messages import ActionCodec
 
 from policies.artifact import Artifact
@@ -80,6 +81,12 @@ def test_bench_graph_prints_its_figures_as_json(tiny_artifact: Path) -> None:
     assert lat["p50"] is not None and 0 < lat["p50"] <= lat["p99"] <= lat["max"]
     assert result["jitter_ms"]["p50"] <= result["jitter_ms"]["p99"]
     assert result["image_size"] == 32 and result["targets"]["latency_p99_ms"] == 40.0
+    host = result["host"]  # None where the host reports no steal time (not Linux)
+    if read_steal_s() is not None:
+        assert host["steal_ms"] >= 0.0 and 0.0 <= host["steal_share"] <= 1.0
+        assert 0 <= host["missed_during_steal"] <= result["missed_cycles"]
+    else:
+        assert host is None
 
 
 def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action(

@@ -94,6 +94,7 @@ class Progress:
     overruns: int  # observations released more than a control period late
     latency_ms: np.ndarray  # image stamp -> command published, per answered observation, ms
     lateness_ms: np.ndarray  # observation released - due, ms
+    missed_at_s: np.ndarray  # monotonic due time of each missed or overrun period, s
     dropped: Counter[str] = field(default_factory=Counter)  # rejected/dropped/lost, by "node: stream.reason"
     recorded: int = 0  # messages written to the bag so far
 
@@ -192,6 +193,7 @@ class SimSession:
             overruns=s.overruns,
             latency_ms=np.array(s.latency_s) * 1e3,
             lateness_ms=np.array(s.lateness_s) * 1e3,
+            missed_at_s=np.array(s.missed_at_s),
             dropped=+dropped,
             recorded=sum(self.recorder.report.written.values()) if self.recorder else 0,
         )

@@ -3,7 +3,7 @@
 - encoder: batch-1 latency of the deployed student per backend;
 - graph: the whole ROS 2 graph on the MuJoCo default in real time (`agent run` without the display) for a
   fixed time: image stamp -> published command latency, control rate and jitter, missed cycles, dropped
-  messages.
+  messages, and the host's steal time (on a virtual machine: how many missed cycles the host caused).
 """
 
 from __future__ import annotations
@@ -117,30 +117,38 @@ def _print_table(result: dict) -> None:
 def run_graph(args: argparse.Namespace) -> int:
 
     from agent.commands.run import session_config
+    from agent.host_steal import StealMonitor
     from agent.sim_session import SimSession, ros_interruptible
 
     if args.duration <= 0 or args.warmup < 0:
         raise ValueError("--duration must be > 0 and --warmup >= 0")
     cfg = session_config(args)
+    steal = StealMonitor()
     with ros_interruptible():
         session = SimSession(cfg)
         try:
             not_running = session.start()
             session.spin(args.warmup)
             session.restart_counting()
+            steal.start()
             end = time.monotonic() + args.duration
             while time.monotonic() < end:
                 session.spin(min(10.0, end - time.monotonic()))
                 p = session.progress()
                 line = f"{p.cycles} cycles, {p.missed_cycles} missed, p99 {p.latency_percentile(99):.1f} ms"
+                if steal.available:
+                    line += f", host steal {steal.total_s() * 1e3:.0f} ms"
                 print(f"bench graph: {p.wall_s:.0f}/{args.duration:g} s, {line}", file=sys.stderr)
             progress = session.progress()
             runtime = session.bringup.node("encoder").runtime
+            period_s = session.bridge.loop.period_s
         finally:
+            steal.stop()
             session.close()
     result = graph_figures(progress, cfg.backend, cfg.drive)
     result.update(precision=runtime.precision, image_size=runtime.image_hw[0], threads=cfg.threads,
-                  not_running=not_running, targets=GRAPH_TARGETS)  # fmt: skip
+                  not_running=not_running, host=host_figures(steal, progress, period_s),
+                  targets=GRAPH_TARGETS)  # fmt: skip
     if args.json:
         print(json.dumps(result))
     else:
@@ -176,6 +184,21 @@ def graph_figures(p: object, backend: str, drive: str) -> dict:
     }
 
 
+def host_figures(steal: object, p: object, period_s: float) -> dict | None:
+    """The host's steal time over the counted run, the share of control periods that had some, and how many
+    missed cycles had some in theirs (see `agent.host_steal`); None where the host does not report steal.
+    Misses that had steal far more often than periods do were caused by the host."""
+    total = steal.total_s()
+    if total is None:
+        return None
+    return {
+        "steal_ms": round(total * 1e3, 1),
+        "steal_share": round(total / (p.wall_s * (os.cpu_count() or 1)), 4),  # of all CPU time
+        "periods_with_steal": round(steal.share_with_steal(period_s), 4),
+        "missed_during_steal": steal.count_during_steal(p.missed_at_s, period_s),
+    }
+
+
 def _print_graph(r: dict) -> None:
     lat, jit = r["latency_ms"], r["jitter_ms"]
     print(f"graph on MuJoCo, {r['backend']} {r['precision']} {r['image_size']}x{r['image_size']}, driven by "
@@ -185,5 +208,9 @@ def _print_graph(r: dict) -> None:
     print(f"  control loop: {r['control_rate_hz']:.2f} Hz, jitter p50 {jit['p50']} ms, p99 {jit['p99']} ms; "
           f"{r['missed_cycles']} missed of {r['cycles']} cycles")  # fmt: skip
     print(f"  dropped messages: {r['dropped_messages']} {r['dropped_by_stream'] or ''}")
+    if (host := r["host"]) is not None:
+        print(f"  host: hypervisor steal {host['steal_ms']:g} ms ({host['steal_share']:.2%} of CPU time), in "
+              f"{host['periods_with_steal']:.1%} of control periods and in {host['missed_during_steal']} of "
+              f"the {r['missed_cycles']} missed ones")  # fmt: skip
     for name, why in r["not_running"].items():
         print(f"  {name} not running: {why}")
