@@ -1,7 +1,4 @@
-"""Tiny teacher-training configs: seconds per run, the same code paths as the real job.
-
-Shared through fixtures, not `from conftest import`: tests/sim has a conftest module of its own.
-"""
+"""Tiny teacher-training configs: seconds per run, the same code paths as the real job."""
 
 from __future__ import annotations
 

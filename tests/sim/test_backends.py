@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import sim_config
+from sim_doubles import sim_config
 
 from sim.backends import BACKENDS, BackendUnavailable, make_backend
 from sim.mujoco_backend import MujocoBackend

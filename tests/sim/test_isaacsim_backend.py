@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import sim_config
 from scipy.spatial.transform import Rotation
+from sim_doubles import sim_config
 
 from sim.isaacsim_backend import _rotate_inverse
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import pytest
-from conftest import sim_config
+from sim_doubles import sim_config
 
 from sim.mujoco_backend import MjcfError, MujocoBackend, RenderError
 from sim.robot_interface import DynamicsScales, Observation, Outcome

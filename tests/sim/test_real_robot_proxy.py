@@ -6,9 +6,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import DummyRobot, sim_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sim_doubles import DummyRobot, sim_config
 
 from policies.config import ConfigError
 from sim.mujoco_backend import MujocoBackend

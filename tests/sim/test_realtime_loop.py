@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from conftest import CONTRACT, DummyRobot
+from sim_doubles import CONTRACT, DummyRobot
 
 from sim.realtime_loop import LoopConfig, RealtimeLoop, Release
 

@@ -6,10 +6,10 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import CONTRACT, DummyRobot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from sim_doubles import CONTRACT, DummyRobot
 
 from sim.robot_interface import Outcome, TaskStatus, clip_actions, env_indices
 

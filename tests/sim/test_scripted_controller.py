@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from conftest import sim_config
+from sim_doubles import sim_config
 
 from sim.mujoco_backend import MujocoBackend
 from sim.scripted_controller import ScriptedController
