@@ -15,6 +15,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # both load rclpy or numpy, which `agent --help` does without
+    from agent.host_steal import StealMonitor
+    from agent.sim_session import Progress
 
 # Kept in step with policies.bench.VARIANTS (importing it here would load torch for `agent --help`).
 VARIANT_NAMES = ("torch", "onnxruntime", "onnxruntime_int8", "tensorrt")
@@ -156,7 +161,7 @@ def run_graph(args: argparse.Namespace) -> int:
     return 0
 
 
-def graph_figures(p: object, backend: str, drive: str) -> dict:
+def graph_figures(p: Progress, backend: str, drive: str) -> dict:
     """The figures of `agent bench graph` from a session's Progress (see the module doc)."""
     import numpy as np
 
@@ -184,7 +189,7 @@ def graph_figures(p: object, backend: str, drive: str) -> dict:
     }
 
 
-def host_figures(steal: object, p: object, period_s: float) -> dict | None:
+def host_figures(steal: StealMonitor, p: Progress, period_s: float) -> dict | None:
     """The host's steal time over the counted run, the share of control periods that had some, and how many
     missed cycles had some in theirs (see `agent.host_steal`); None where the host does not report steal.
     Misses that had steal far more often than periods do were caused by the host."""
