@@ -27,6 +27,7 @@ All robot calls, including connect and close, run on the robot thread; the other
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -82,7 +83,7 @@ class LoopStats:
     """Counters of the loop since the last `reset_stats`; `latency_s` and `lateness_s` are in seconds."""
 
     cycles: int = 0  # control periods stepped
-    missed: int = 0  # periods stepped on the last command: no answer within the deadline
+    missed: int = 0  # periods stepped on the last command: no answer within the deadline (overruns aside)
     overruns: int = 0  # releases more than one control period (wall) after their due time
     commands: int = 0  # commands offered
     safe_steps: int = 0  # periods stepped on the safe action because no command came for command_timeout_s
@@ -99,6 +100,17 @@ class LoopStats:
     step: int = 0  # control steps of the running episode
     started_mono_s: float = 0.0  # monotonic time of the last reset_stats, s
     sim_time_s: float = 0.0  # time of the last released observation, s
+
+
+def clock_pair(tries: int = 5) -> tuple[float, float]:
+    """(monotonic, wall) time of one instant, s. Read between two monotonic reads, keeping the closest of a
+    few tries: a thread pre-empted between the two reads would shift every due wall time, and so every
+    latency of the run, by the length of the pre-emption."""
+    best = (math.inf, 0.0, 0.0)
+    for _ in range(tries):
+        before, wall, after = time.monotonic(), time.time(), time.monotonic()
+        best = min(best, (after - before, (before + after) / 2, wall))
+    return best[1], best[2]
 
 
 class RealtimeLoop:
@@ -131,6 +143,7 @@ class RealtimeLoop:
         self._answered: int | None = None  # stamp (us) of the newest command
         self._command_mono = time.monotonic()  # when the last command was offered (monotonic), s
         self._due: OrderedDict[int, float] = OrderedDict()  # answer stamp (us) -> due wall time, s
+        self._overrun = False  # the last release came more than a period late (counted as its miss)
         self._stats = LoopStats(started_mono_s=time.monotonic())
         self._episode = 0  # index of the running episode (not reset with the stats: it picks the seed)
         self._reset_once = False  # the robot has an episode, so it can be stepped (parked)
@@ -253,7 +266,8 @@ class RealtimeLoop:
         while not self._ready():
             if self._stopping.wait(0.05):
                 return
-        self._t0, self._mono0, self._wall0 = float(obs.time_s[0]), time.monotonic(), time.time()
+        self._t0 = float(obs.time_s[0])
+        self._mono0, self._wall0 = clock_pair()
         with self._cond:
             self._command_mono = self._mono0  # the robot starts on the safe action: not stale yet
             if self._stats.cycles == 0:  # count rates from the first release, not from waiting for `ready`
@@ -298,8 +312,9 @@ class RealtimeLoop:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    self._stats.missed += 1
-                    self._stats.missed_at_s.append(self._due_mono)
+                    if not self._overrun:  # a late release was counted as its period's miss already
+                        self._stats.missed += 1
+                        self._stats.missed_at_s.append(self._due_mono)
                     break
                 self._cond.wait(remaining)
             if time.monotonic() - self._command_mono > self.cfg.command_timeout_s:
@@ -337,7 +352,8 @@ class RealtimeLoop:
         with self._cond:
             s = self._stats
             s.lateness_s.append(now - due_mono)
-            if rtf > 0 and now - due_mono > self.period_s / rtf:
+            self._overrun = rtf > 0 and now - due_mono > self.period_s / rtf
+            if self._overrun:
                 s.overruns += 1
                 s.missed_at_s.append(due_mono)
             s.progress, s.step, s.sim_time_s = float(obs.task.progress[0]), int(obs.task.step[0]), t

@@ -20,9 +20,13 @@ Rig = tuple[EncoderNode, Probe, MultiThreadedExecutor, FakeRuntime]
 
 
 @pytest.fixture
-def encoder(ros_context: Context, fake_loader: Callable[..., FakeRuntime]) -> Iterator[Rig]:
-    """An active encoder node with the fake model, a recording probe and their executor."""
-    params = [Parameter("artifact_dir", value="fake"), Parameter("input_timeout_s", value=0.3)]
+def encoder(
+    request: pytest.FixtureRequest, ros_context: Context, fake_loader: Callable[..., FakeRuntime]
+) -> Iterator[Rig]:
+    """An active encoder node with the fake model, a recording probe and their executor; parameters beyond
+    the defaults come from indirect parametrization (a dict)."""
+    overrides = {"artifact_dir": "fake", "input_timeout_s": 0.3, **getattr(request, "param", {})}
+    params = [Parameter(name, value=value) for name, value in overrides.items()]
     node = EncoderNode(runtime_loader=fake_loader, context=ros_context, parameter_overrides=params)
     probe = Probe(ros_context)
     probe.record("/agent/state", "/diagnostics")
@@ -70,6 +74,8 @@ def test_embedding_is_stamped_with_the_image_and_uses_the_imu_window_ending_ther
     assert runtime.encoded[-1]["step"] == 7.0
 
 
+# max_latency_s well above the test's own waits: a loaded machine must not turn the wait into a late drop.
+@pytest.mark.parametrize("encoder", [{"max_latency_s": 5.0}], indirect=True)
 def test_an_image_ahead_of_its_imu_waits_and_is_encoded_when_the_imu_reaches_its_stamp(encoder: Rig) -> None:
     node, probe, executor, runtime = encoder
     t0 = time.time()

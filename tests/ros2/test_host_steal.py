@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from agent.commands.bench import host_figures
 from agent.host_steal import PROC_STAT, StealMonitor, read_steal_s
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -84,30 +88,42 @@ def test_without_steal_nothing_is_sampled_or_counted() -> None:
     monitor.stop()
 
 
-def test_the_thread_samples_until_stopped() -> None:
-    calls, enough = [], threading.Event()
+def test_the_thread_samples_until_stopped_and_can_start_again() -> None:
+    calls, target, reached = [], [20], threading.Event()
 
     def read() -> float:
         calls.append(1)
-        if len(calls) >= 20:
-            enough.set()
+        if len(calls) >= target[0]:
+            reached.set()
         return float(len(calls))
 
-    monitor = StealMonitor(interval_s=0.001, read=read)
+    monitor = StealMonitor(interval_s=0.001, read=read)  # construction reads once
     monitor.start()
-    assert enough.wait(10.0)
+    assert reached.wait(10.0)
     monitor.stop()
     stopped_at = len(calls)
+    time.sleep(0.05)  # 50 intervals
     assert monitor.total_s() > 0
     assert len(calls) == stopped_at  # joined: no sample after stop
+    target[0] = stopped_at + 20
+    reached.clear()
+    monitor.start()  # samples once at once, then on its thread
+    assert reached.wait(10.0)
+    monitor.stop()
 
 
-def test_the_share_of_windows_with_steal_is_the_base_rate() -> None:
+def test_bench_holds_the_misses_against_the_periods_with_steal() -> None:
     s = Script()
     monitor = StealMonitor(read=lambda: s.steal, clock=lambda: s.now)
     monitor.restart()
-    for k in range(10):  # ten 1 s intervals, steal in the 3rd and the 7th
+    for k in range(10):  # ten 1 s periods, steal in the 3rd and the 7th
         s.advance(1.0, 0.01 if k in (2, 6) else 0.0, monitor)
-    assert monitor.share_with_steal(1.0) == pytest.approx(2 / 10)
-    assert monitor.share_with_steal(2.0) == pytest.approx(2 / 5)  # [2, 4] and [6, 8]
-    assert monitor.share_with_steal(20.0) == 0.0  # no whole window
+    run = SimpleNamespace(wall_s=10.0, missed_at_s=np.array([2.5, 4.5]))
+    host = host_figures(monitor, run, period_s=1.0)
+    assert host["steal_ms"] == pytest.approx(20.0)
+    assert host["steal_share"] == pytest.approx(0.02 / (10.0 * (os.cpu_count() or 1)), abs=1e-4)
+    assert host["periods_with_steal"] == pytest.approx(0.2) and host["missed_during_steal"] == 1
+    lockstep = host_figures(monitor, run, period_s=None)  # no wall-time period: only the total
+    assert lockstep["steal_ms"] == pytest.approx(20.0)
+    assert lockstep["periods_with_steal"] is None and lockstep["missed_during_steal"] is None
+    assert host_figures(StealMonitor(read=lambda: None), run, period_s=1.0) is None

@@ -5,15 +5,15 @@ its own executor, spun by a thread of its own, so nodes run beside each other. T
 SingleThreadedExecutor by default (`executor="single"`); `"multi"` gives each node a MultiThreadedExecutor
 that also runs its callback groups (intake vs inference) in parallel. Measured on the 2-core machine (`agent
 bench graph --executor single|multi`, back-to-back 60 s runs): single-threaded executors held image -> command
-p99 at 32-34 ms with 0-2 missed cycles, multi-threaded ones 37-60 ms with 1-79 missed. Under one GIL the
-multi-threaded executor adds no parallelism the single one lacks (inference releases the GIL either way), but
+p99 at 32-34 ms with 0-2 missed cycles, multi-threaded ones 37-60 ms with 1-79 missed. The multi-threaded
+executor can run a node's intake callbacks (a watchdog, the skill topic) while its inference holds no GIL, but
 it hands every callback from its wait thread to a pool thread: two thread switches and GIL hand-offs per
-message. The nodes keep their callback groups, so they are correct under either executor (their tests spin
-them multi-threaded). One executor for all nodes cannot carry the graph: it rebuilds its wait set over every
-entity of every node (about 30 per lifecycle node: services, timers, subscriptions) on each wake-up and takes
-one message per wake-up. Each executor `spin`s (a spin_once(timeout) loop would create a timeout timer per
-message). The bringup reads the same definition as launch/bringup.launch.py (`agent.graph`) and takes the same
-launch arguments with the same meaning:
+message, which cost more here than that overlap gains. The nodes keep their callback groups, so they are
+correct under either executor (their tests spin them multi-threaded). One executor for all nodes cannot carry
+the graph: it rebuilds its wait set over every entity of every node (about 30 per lifecycle node: services,
+timers, subscriptions) on each wake-up and takes one message per wake-up. Each executor `spin`s (a
+spin_once(timeout) loop would create a timeout timer per message). The bringup reads the same definition as
+launch/bringup.launch.py (`agent.graph`) and takes the same launch arguments with the same meaning:
 
     with Bringup(artifact_dir="artifacts/student", sim="none") as stack:
         stack.spin(duration_s=10.0)

@@ -37,8 +37,10 @@ def read_steal_s(path: Path = PROC_STAT) -> float | None:
 class StealMonitor:
     """Samples the cumulative steal time every `interval_s` on a daemon thread.
 
-    The kernel counts steal in clock ticks (10 ms on most kernels), so a window is credited with the steal
-    of every sample interval it overlaps.
+    /proc/stat shows steal in units of 1/USER_HZ s (10 ms): a window "had steal" when the total crossed
+    such a step in it, so a single steal of a few ms may or may not show, and a window is credited with the
+    steal of every sample interval it overlaps. Figures over many windows (a share of them, a count of
+    misses) are what it is for, not one window's amount.
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class StealMonitor:
         """Sample from now on (nothing happens where steal is not available)."""
         if not self.available or self._thread is not None:
             return
+        self._stop.clear()
         self.sample()
         self._thread = threading.Thread(target=self._run, name="steal-monitor", daemon=True)
         self._thread.start()
@@ -76,10 +79,10 @@ class StealMonitor:
 
     def sample(self) -> None:
         """Take one sample now (the thread calls this every `interval_s`)."""
-        steal = self._read()
-        if steal is not None:
-            with self._lock:
-                self._samples.append((self._clock(), steal))
+        with self._lock:  # read and stamped together: a sample must not be stamped after a later one
+            steal, now = self._read(), self._clock()
+            if steal is not None:
+                self._samples.append((now, steal))
 
     def total_s(self) -> float | None:
         """Steal between the first and the last sample, s; None when not available."""

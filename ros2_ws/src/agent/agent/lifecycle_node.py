@@ -24,7 +24,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable
-from threading import Event, Lock
+from threading import Lock, Thread
 from typing import Any
 
 import rclpy
@@ -45,7 +45,8 @@ from agent.ros_io import diagnostic_array, diagnostic_status, msg_class, param_d
 from policies.stream_stats import Level, Status, StreamStats
 
 DRAIN_S = 0.05  # time given to an executor's queued handlers before it shuts down, s
-SIGNAL_POLL_S = 0.1  # longest a node's spin loop takes to notice SIGINT/SIGTERM, s
+SIGNAL_POLL_S = 0.1  # longest a node's `spin` takes to notice SIGINT/SIGTERM, s
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 WARN_PERIOD_S = 5.0  # one warning per (stream, reason) per this many seconds; counters keep the full count
 # rclpy gives every publisher and subscription default event handlers (they log an incompatible QoS or
 # type). Each is a waitable that the executor visits on every wake-up, i.e. on every message: with them
@@ -301,26 +302,43 @@ def run_node(node_class: Callable[[], AgentNode], args: list[str] | None = None)
 
 def spin(node: AgentNode) -> None:
     """Spin one node on a single-threaded executor until SIGINT/SIGTERM or shutdown; on the way out, finalize
-    it while the context is valid (a policy sends its safe action then). Single-threaded for the reason
-    `agent.bringup` gives: a multi-threaded one adds two thread switches per message and no parallelism.
+    it while the context is valid (a policy sends its safe action then). Spun as `agent.bringup` spins each
+    node, for the reasons it gives: single-threaded, and `spin` on a thread of its own rather than a
+    spin_once(timeout) loop, which creates a timeout timer per message.
 
-    The signals only set a flag that the loop polls every SIGNAL_POLL_S: a KeyboardInterrupt raised into
-    the executor at an arbitrary point can leave its locks held, and the shutdown then hangs.
+    The signals only append to a list that the main thread polls every SIGNAL_POLL_S while it joins the
+    executor's thread: a KeyboardInterrupt raised into the executor at an arbitrary point can leave its locks
+    held, and the shutdown then hangs (nor may the handler take a lock that the main thread may hold).
     """
-    stop = Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    signalled: list[int] = []
+    previous = {s: signal.signal(s, lambda sig, _: signalled.append(sig)) for s in STOP_SIGNALS}
     executor = SingleThreadedExecutor(context=node.context)
     executor.add_node(node)
+    failure: list[BaseException] = []
+
+    def spin_executor() -> None:
+        try:
+            executor.spin()
+        except ExternalShutdownException:
+            pass  # the context was shut down elsewhere
+        except BaseException as err:  # a callback raised: stop the node, then re-raise it below
+            failure.append(err)
+
+    thread = Thread(target=spin_executor, name=f"executor-{node.get_name()}", daemon=True)
+    thread.start()
     try:
-        while not stop.is_set() and node.context.ok():
-            executor.spin_once(timeout_sec=SIGNAL_POLL_S)
+        while not signalled and thread.is_alive():
+            thread.join(SIGNAL_POLL_S)
     finally:
         for s, handler in previous.items():
             if handler is not None:  # None: installed outside Python (rclpy's own), nothing to put back
                 signal.signal(s, handler)
         stop_executor(executor)  # first: no callback may run on an entity that finalize destroys
+        thread.join()
         node.finalize()
         node.destroy_node()
+    if failure:
+        raise failure[0]
 
 
 def stop_executor(executor: Executor) -> None:

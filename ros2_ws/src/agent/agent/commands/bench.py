@@ -146,7 +146,8 @@ def run_graph(args: argparse.Namespace) -> int:
                 print(f"bench graph: {p.wall_s:.0f}/{args.duration:g} s, {line}", file=sys.stderr)
             progress = session.progress()
             runtime = session.bringup.node("encoder").runtime
-            period_s = session.bridge.loop.period_s
+            # Wall time of a control period; lockstep (speed 0) has none.
+            period_s = session.bridge.loop.period_s / cfg.speed if cfg.speed > 0 else None
         finally:
             steal.stop()
             session.close()
@@ -189,18 +190,20 @@ def graph_figures(p: Progress, backend: str, drive: str) -> dict:
     }
 
 
-def host_figures(steal: StealMonitor, p: Progress, period_s: float) -> dict | None:
-    """The host's steal time over the counted run, the share of control periods that had some, and how many
-    missed cycles had some in theirs (see `agent.host_steal`); None where the host does not report steal.
-    Misses that had steal far more often than periods do were caused by the host."""
+def host_figures(steal: StealMonitor, p: Progress, period_s: float | None) -> dict | None:
+    """The host's steal time over the counted run, the share of control periods (`period_s` wall seconds;
+    None in lockstep) that had some, and how many missed cycles had some in theirs (see `agent.host_steal`);
+    None where the host does not report steal. Misses that had steal far more often than periods do were
+    caused by the host."""
     total = steal.total_s()
     if total is None:
         return None
+    timed = period_s is not None
     return {
         "steal_ms": round(total * 1e3, 1),
         "steal_share": round(total / (p.wall_s * (os.cpu_count() or 1)), 4),  # of all CPU time
-        "periods_with_steal": round(steal.share_with_steal(period_s), 4),
-        "missed_during_steal": steal.count_during_steal(p.missed_at_s, period_s),
+        "periods_with_steal": round(steal.share_with_steal(period_s), 4) if timed else None,
+        "missed_during_steal": steal.count_during_steal(p.missed_at_s, period_s) if timed else None,
     }
 
 
@@ -214,8 +217,10 @@ def _print_graph(r: dict) -> None:
           f"{r['missed_cycles']} missed of {r['cycles']} cycles")  # fmt: skip
     print(f"  dropped messages: {r['dropped_messages']} {r['dropped_by_stream'] or ''}")
     if (host := r["host"]) is not None:
-        print(f"  host: hypervisor steal {host['steal_ms']:g} ms ({host['steal_share']:.2%} of CPU time), in "
-              f"{host['periods_with_steal']:.1%} of control periods and in {host['missed_during_steal']} of "
-              f"the {r['missed_cycles']} missed ones")  # fmt: skip
+        line = f"  host: hypervisor steal {host['steal_ms']:g} ms ({host['steal_share']:.2%} of CPU time)"
+        if host["periods_with_steal"] is not None:
+            line += (f", in {host['periods_with_steal']:.1%} of control periods and in "
+                     f"{host['missed_during_steal']} of the {r['missed_cycles']} missed ones")  # fmt: skip
+        print(line)
     for name, why in r["not_running"].items():
         print(f"  {name} not running: {why}")
