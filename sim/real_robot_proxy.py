@@ -248,9 +248,13 @@ class RealRobotProxy(RobotInterface):
     def _due_times(
         self, i: int, stream: int, stamps: np.ndarray, latency: float, jitter: float, now: float | None
     ) -> np.ndarray:
-        """Delivery times (S,) of samples stamped (S,): stamp + latency + jitter, never out of order."""
+        """Delivery times (S,) of samples stamped (S,): stamp + latency + jitter, never out of order.
+
+        At a reset (`now` given) all of them are delivered by `now`: each at stamp + latency or at `now`,
+        whichever comes first.
+        """
         if now is not None:
-            due = np.full(len(stamps), now)
+            due = np.minimum(stamps + latency, now)
         else:
             due = stamps + latency + self._rngs[i].uniform(0.0, jitter, len(stamps))
             due = np.maximum.accumulate(np.maximum(due, self._due[i, stream]))
@@ -276,6 +280,7 @@ class RealRobotProxy(RobotInterface):
             while queue and queue[0][1] <= now[i] + 1e-9:
                 self._frame_stamp[i], _, self._frame[i] = queue.popleft()
         imu, imu_stamps = self._imu.latest(self.spec.imu_window, until=now + 1e-9)
+        imu_arrival = self._imu.arrivals(self.spec.imu_window, until=now + 1e-9)
         proprio, proprio_stamp = self._odom.latest(1, until=now + 1e-9)
         self._last = Observation(
             time_s=now,
@@ -288,5 +293,6 @@ class RealRobotProxy(RobotInterface):
             privileged=obs.privileged,
             skill=obs.skill,
             task=obs.task,
+            imu_arrival_s=imu_arrival,
         )
         return self._last

@@ -13,8 +13,10 @@ Timing, for a real-time factor r > 0 (r = 1: real time):
 - the robot steps once that command arrives, or `command_deadline_s` after the observation's wall time on
   its last command (a missed cycle); the next release then waits for its own wall time. A controller that
   is too slow thus costs missed cycles, never real time: a late release shortens its own deadline;
-- after a reset the robot settles (simulated) before the new episode's first observation; the IMU samples
-  of that settling window are released as they come due, a period at a time, not in one burst;
+- IMU samples are released on their own as they reach the controller (at their capture time; later by
+  the transport latency behind the real-robot proxy), between observations, not as a burst with the next
+  one; that includes the settling window after a reset, simulated before the new episode's first
+  observation;
 - with r = 0 (lockstep) releases are not paced: the loop runs as fast as the controller answers;
 - no command for `command_timeout_s` (wall time, e.g. a controller that died): the robot steps on the
   contract's safe action until the next command arrives, as a real base's command watchdog does.
@@ -329,7 +331,7 @@ class RealtimeLoop:
         due_mono = self._mono0 + (t - self._t0) / rtf if rtf > 0 else time.monotonic()
         self._due_mono = due_mono
         if rtf > 0:
-            self._stream_imu(obs, episode, t - self.period_s)
+            self._stream_imu(obs, episode, t)
         self._stopping.wait(max(0.0, due_mono - time.monotonic()))
         now = time.monotonic()
         stamps = obs.imu_stamps_s[0]
@@ -366,29 +368,31 @@ class RealtimeLoop:
         self._emit(release)
         return release
 
-    def _stream_imu(self, obs: Observation, episode: int, until_s: float) -> None:
-        """Release the IMU samples of `obs` stamped up to `until_s` as they come due, a control period at
-        a time (IMU-only releases).
+    def _stream_imu(self, obs: Observation, episode: int, before_s: float) -> None:
+        """Release the new IMU samples of `obs` that reach the controller before `before_s` (the time of
+        `obs`) as each arrives, in IMU-only releases; the rest go with `obs`.
 
-        Only a reset has such samples: its settling window, measured before the new episode's first
-        observation. A real IMU streams them while the robot stands still; released with that observation,
-        they would arrive as one burst of 100 messages just when the controller needs its inputs.
+        A real IMU streams at its own rate. Held back for the next observation, a control period's samples
+        (a reset's settling window: 100 of them) would reach the controller as one burst just when it needs
+        its inputs, each up to a period late.
         """
         rtf = self.cfg.real_time_factor
         stamps = obs.imu_stamps_s[0]  # (W,)
-        while not self._stopping.is_set():
+        arrivals = stamps if obs.imu_arrival_s is None else obs.imu_arrival_s[0]  # (W,) non-decreasing
+        early = (stamps > self._last_imu) & (arrivals < before_s - 1e-9)  # (W,) the sample at before_s waits
+        while early.any() and not self._stopping.is_set():
             now_s = self._t0 + (time.monotonic() - self._mono0) * rtf  # simulated time due now
-            due = (stamps > self._last_imu) & (stamps <= min(now_s, until_s))
-            if due.any():
-                wall = self._wall0 + time.monotonic() - self._mono0
-                self._emit(Release(
-                    obs=obs, imu=obs.imu[0, due], imu_stamps_s=stamps[due], new_image=False,
-                    new_proprio=False, episode=episode, due_wall_s=wall, epoch_s=self._epoch, imu_only=True,
-                ))  # fmt: skip
-                self._last_imu = float(stamps[due][-1])
-            if not ((stamps > self._last_imu) & (stamps <= until_s)).any():
-                return
-            self._stopping.wait(self.period_s / rtf)
+            due = early & (arrivals <= now_s)
+            if not due.any():
+                self._stopping.wait((arrivals[early].min() - now_s) / rtf)
+                continue
+            wall = self._wall0 + time.monotonic() - self._mono0
+            self._emit(Release(
+                obs=obs, imu=obs.imu[0, due], imu_stamps_s=stamps[due], new_image=False,
+                new_proprio=False, episode=episode, due_wall_s=wall, epoch_s=self._epoch, imu_only=True,
+            ))  # fmt: skip
+            self._last_imu = float(stamps[due][-1])
+            early &= ~due
 
     def _finish(self, obs: Observation) -> int:
         """Count the finished episode; return the index of the next one."""

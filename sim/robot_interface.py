@@ -86,6 +86,8 @@ class Observation:
                                        `RobotSpec.privileged_fields`
         skill (N,) int64                active skill: the one applied during the last period
         task: TaskStatus                progress, step index, outcome and reward of the last period
+        imu_arrival_s (N, W_imu) float64 when each IMU sample reached the controller (capture + transport
+                                       latency, e.g. the real-robot proxy); None: at its capture time
     """
 
     time_s: np.ndarray
@@ -98,6 +100,7 @@ class Observation:
     privileged: np.ndarray
     skill: np.ndarray
     task: TaskStatus
+    imu_arrival_s: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,25 @@ class StampedRing:
         sensor at rest would read; an env with none visible gets zeros stamped -inf.
         Shapes: until (N,) -> values (N, count, D), stamps (N, count).
         """
+        rows, slots, none = self._window(count, until)
+        values, stamps = self._values[rows, slots], self._stamps[rows, slots]  # (N, count, D), (N, count)
+        if none.any():
+            values[none], stamps[none] = 0, -np.inf
+        return values, stamps
+
+    def arrivals(self, count: int, until: np.ndarray | None = None) -> np.ndarray:
+        """When the samples `latest(count, until)` returns became visible (-inf where it returns none).
+
+        Shapes: until (N,) -> (N, count).
+        """
+        rows, slots, none = self._window(count, until)
+        visible_at = self._visible[rows, slots]
+        visible_at[none] = -np.inf
+        return visible_at
+
+    def _window(self, count: int, until: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows (N, 1) and slots (N, count) of the newest `count` samples visible at `until`, and the envs
+        (N,) with none visible."""
         held = np.minimum(self._total, self.capacity)  # (N,)
         oldest = self._total - held  # push number of the oldest held sample
         if until is None:
@@ -64,10 +83,4 @@ class StampedRing:
         newest = oldest + visible - 1  # (N,) push number of the newest visible sample
         pushes = newest[:, None] - count + 1 + np.arange(count)[None, :]  # (N, count) push numbers to read
         pushes = np.maximum(pushes, oldest[:, None])  # repeat the oldest where too few are held
-        slots = pushes % self.capacity
-        rows = np.arange(self.num_envs)[:, None]
-        values, stamps = self._values[rows, slots], self._stamps[rows, slots]  # (N, count, D), (N, count)
-        none = visible == 0
-        if none.any():
-            values[none], stamps[none] = 0, -np.inf
-        return values, stamps
+        return np.arange(self.num_envs)[:, None], pushes % self.capacity, visible == 0

@@ -47,9 +47,12 @@ def rollout(robot: RobotInterface, steps: int, seed: int = 0) -> tuple[list[Obse
     return observations, applied
 
 
-def assert_same(a: Observation, b: Observation) -> None:
+def assert_same(a: Observation, b: Observation, arrivals: bool = True) -> None:
+    """Equal observations (IMU arrival times too, unless `arrivals` is False)."""
     for f in dataclasses.fields(Observation):
         x, y = getattr(a, f.name), getattr(b, f.name)
+        if f.name == "imu_arrival_s" and not arrivals:
+            continue
         if f.name == "task":
             for g in dataclasses.fields(x):
                 np.testing.assert_equal(getattr(x, g.name), getattr(y, g.name), err_msg=f"task.{g.name}")
@@ -62,7 +65,9 @@ def test_ideal_proxy_is_identical_to_the_wrapped_backend() -> None:
     with MujocoBackend(cfg) as plain, RealRobotProxy(MujocoBackend(cfg), ideal()) as proxy:
         (obs_a, act_a), (obs_b, act_b) = rollout(plain, 12), rollout(proxy, 12)
     for a, b in zip(obs_a, obs_b, strict=True):
-        assert_same(a, b)
+        assert_same(a, b, arrivals=False)
+        assert a.imu_arrival_s is None  # a simulator's samples arrive when taken; so do an ideal proxy's
+        np.testing.assert_array_equal(b.imu_arrival_s, b.imu_stamps_s)
     for a, b in zip(act_a, act_b, strict=True):
         np.testing.assert_array_equal(a.params, b.params)
         np.testing.assert_array_equal(a.skill, b.skill)
@@ -83,6 +88,12 @@ def test_latency_of_l_seconds_shifts_each_stream_by_l(k_cam: int, k_imu: int, k_
         np.testing.assert_array_equal(o.image, cam.image)
         np.testing.assert_array_equal(o.imu_stamps_s, imu.imu_stamps_s)
         np.testing.assert_array_equal(o.imu, imu.imu)
+        # Each IMU sample arrived after it was taken and by the observation; one taken after the reset
+        # arrived exactly the latency later (the reset delivers what it measured by its end).
+        assert np.all(o.imu_stamps_s <= o.imu_arrival_s)
+        assert np.all(o.imu_arrival_s <= o.time_s[:, None] + 1e-9)
+        if t > k_imu:
+            np.testing.assert_allclose(o.imu_arrival_s[:, -1], o.imu_stamps_s[:, -1] + k_imu * PERIOD_S)
         np.testing.assert_array_equal(o.proprio_stamp_s, odom.proprio_stamp_s)
         np.testing.assert_array_equal(o.proprio, odom.proprio)
         # the teacher's side is never delayed

@@ -16,7 +16,12 @@ DRIVE = CONTRACT.skill_id("drive")
 
 
 class StallingRobot(DummyRobot):
-    """A dummy robot whose `stall_at`-th step takes `stall_s` wall seconds: the next release comes late."""
+    """A dummy robot whose `stall_at`-th step takes `stall_s` wall seconds: the next release comes late.
+
+    Its IMU window holds more than the 10 samples of a control period, as a real robot's does.
+    """
+
+    WINDOW = 16
 
     def __init__(self, stall_at: int = -1, stall_s: float = 0.0) -> None:
         super().__init__(num_envs=1)
@@ -69,6 +74,19 @@ def test_a_controller_that_answers_at_once_misses_nothing() -> None:
     assert robot.x[0] > 0.0  # the commands were applied: the base drove
     frames = [r for r in releases if r.new_image]
     assert np.all(np.diff([r.obs.image_stamp_s[0] for r in frames]) > 0)
+
+
+def test_imu_samples_stream_on_their_own_as_they_are_taken() -> None:
+    loop, robot, releases = run_loop(LoopConfig(), answer=True, seconds=1.0, robot=StallingRobot())
+    stamps = np.concatenate([r.imu_stamps_s for r in releases])
+    dt = 1.0 / DummyRobot.IMU_HZ
+    assert np.allclose(np.diff(stamps), dt)  # each sample once, in order, none lost
+    for r in releases[1:]:
+        if r.imu_only:  # released when it was taken, not before (stamps are epoch + simulated time)
+            assert r.due_wall_s >= r.epoch_s + r.imu_stamps_s.max() - 1e-3
+        else:  # an observation brings only the sample taken at its own time
+            assert list(r.imu_stamps_s) in ([], [r.obs.time_s[0]])
+    assert sum(len(r.imu_stamps_s) for r in releases if r.imu_only) > 0.8 * len(stamps)
 
 
 def test_a_silent_controller_costs_missed_cycles_then_the_safe_action() -> None:
