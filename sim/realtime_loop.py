@@ -77,7 +77,7 @@ class Release:
     episode: int  # index of the episode the observation belongs to
     due_wall_s: float  # wall (system clock) time the observation describes, s
     epoch_s: float  # time base of the run: stamps are epoch_s + simulated time, s (wall time at the start)
-    imu_only: bool = False  # only IMU samples that came due before `obs` (see RealtimeLoop._stream_imu)
+    imu_only: bool = False  # only IMU samples that arrive before `obs` (see RealtimeLoop._stream_imu)
 
 
 @dataclass

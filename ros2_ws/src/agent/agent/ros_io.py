@@ -81,10 +81,10 @@ def drain(sub: Subscription) -> Iterator[tuple[Any, dict]]:
     """(message, MessageInfo) of every message already queued on `sub`, taken now.
 
     rclpy's executors take one message per wake-up and rebuild their wait set each time, about 1 ms of
-    interpreter time per message on a 2-core machine. A sensor that delivers bursts (the sim bridge sends
-    the 10 IMU samples of a control period together) is much cheaper taken at once from the callback of
-    the first. Call it only from a callback in `sub`'s (mutually exclusive) callback group, which keeps the
-    executor from taking from `sub` at the same time.
+    interpreter time per message on a 2-core machine. Messages that queue up (IMU samples while the
+    encoder runs a frame, a sensor driver that sends in bursts) are much cheaper taken at once from the
+    callback of the first. Call it only from a callback in `sub`'s (mutually exclusive) callback group,
+    which keeps the executor from taking from `sub` at the same time.
     """
     try:
         with sub.handle:

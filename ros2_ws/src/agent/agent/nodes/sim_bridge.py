@@ -3,7 +3,8 @@
 The simulator runs on a thread of its own (`sim.realtime_loop.RealtimeLoop`, which paces it and waits for
 each observation's answer); this node converts in both directions:
 - each released observation -> /clock, /agent/active_skill, /sim/privileged_state, /odom, every new IMU
-  sample as its own message, and the camera frame when it is new. Stamps are capture times: ROS time is
+  sample as its own message, and the camera frame when it is new; IMU samples taken between observations
+  are released on their own as they arrive, as a real IMU streams. Stamps are capture times: ROS time is
   the wall time at the run's start plus the simulated time since, so with real_time_factor 1 stamps follow
   the system clock (use_sim_time may stay off) and /clock carries the same time base;
 - the hybrid action on the drive topic (`drive`: OPD's, the student's or the teacher's) -> the robot,
@@ -145,7 +146,7 @@ class SimBridgeNode(AgentNode):
         """
         obs, epoch = r.obs, r.epoch_s
         self.epoch_s = epoch
-        if r.imu_only:  # samples that came due before the observation (a reset's settling window)
+        if r.imu_only:  # samples that reached the controller before the observation (streamed on their own)
             self._publish_imu(r)
             return
         t = epoch + float(obs.time_s[0])
