@@ -279,9 +279,8 @@ class RealRobotProxy(RobotInterface):
         for i, queue in enumerate(self._frames):
             while queue and queue[0][1] <= now[i] + 1e-9:
                 self._frame_stamp[i], _, self._frame[i] = queue.popleft()
-        imu, imu_stamps = self._imu.latest(self.spec.imu_window, until=now + 1e-9)
-        imu_arrival = self._imu.arrivals(self.spec.imu_window, until=now + 1e-9)
-        proprio, proprio_stamp = self._odom.latest(1, until=now + 1e-9)
+        imu, imu_stamps, imu_arrival = self._imu.latest(self.spec.imu_window, until=now + 1e-9)
+        proprio, proprio_stamp, _ = self._odom.latest(1, until=now + 1e-9)
         self._last = Observation(
             time_s=now,
             image=None if self._frame is None else self._frame.copy(),

@@ -135,7 +135,7 @@ class SimBackend(RobotInterface):
 
     def observation(self) -> Observation:
         self._require_connected()
-        imu, imu_stamps = self._imu.latest(self.cfg.imu.window)  # (N, W, 6), (N, W)
+        imu, imu_stamps, _ = self._imu.latest(self.cfg.imu.window)  # (N, W, 6), (N, W)
         time_s = self._tick * self._dt
         return Observation(
             time_s=time_s,

@@ -2,12 +2,22 @@
 
 Each sample has a capture stamp and a `visible_at` time (when a consumer may see it: the stamp itself for
 a simulator, stamp + latency for the real-robot proxy). `latest` returns the newest samples visible at a
-given time, oldest first, which is the IMU window of an observation.
+given time, oldest first, with their stamps and arrival times: the IMU window of an observation.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+
+
+class Window(NamedTuple):
+    """Samples read from a ring, oldest first. Shapes: values (N, count, D); stamps, visible_at (N, count)."""
+
+    values: np.ndarray
+    stamps: np.ndarray  # capture stamps, s (-inf where an env has none)
+    visible_at: np.ndarray  # when each sample became visible, s (-inf where an env has none)
 
 
 class StampedRing:
@@ -47,28 +57,19 @@ class StampedRing:
         self._visible[rows, slots] = visible_at
         self._total[envs] += s
 
-    def latest(self, count: int, until: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def latest(self, count: int, until: np.ndarray | None = None) -> Window:
         """The newest `count` samples visible at `until` (None: all held), oldest first.
 
         Where fewer are visible, the oldest visible sample is repeated at the front (with its stamp), as a
-        sensor at rest would read; an env with none visible gets zeros stamped -inf.
-        Shapes: until (N,) -> values (N, count, D), stamps (N, count).
+        sensor at rest would read; an env with none visible gets zeros stamped (and visible at) -inf.
+        Shapes: until (N,) -> Window of N envs.
         """
         rows, slots, none = self._window(count, until)
-        values, stamps = self._values[rows, slots], self._stamps[rows, slots]  # (N, count, D), (N, count)
+        values = self._values[rows, slots]  # (N, count, D)
+        stamps, visible_at = self._stamps[rows, slots], self._visible[rows, slots]  # (N, count)
         if none.any():
-            values[none], stamps[none] = 0, -np.inf
-        return values, stamps
-
-    def arrivals(self, count: int, until: np.ndarray | None = None) -> np.ndarray:
-        """When the samples `latest(count, until)` returns became visible (-inf where it returns none).
-
-        Shapes: until (N,) -> (N, count).
-        """
-        rows, slots, none = self._window(count, until)
-        visible_at = self._visible[rows, slots]
-        visible_at[none] = -np.inf
-        return visible_at
+            values[none], stamps[none], visible_at[none] = 0, -np.inf, -np.inf
+        return Window(values, stamps, visible_at)
 
     def _window(self, count: int, until: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rows (N, 1) and slots (N, count) of the newest `count` samples visible at `until`, and the envs

@@ -37,17 +37,19 @@ def test_latest_matches_a_list(
         t += size
         ring.extend(np.array([1]), stamps, stamps[None, :, None] * 10, stamps + delay)
         samples += [(s, s + delay, s * 10) for s in stamps]
-    values, stamps = ring.latest(count, until=None if until is None else np.array([until, until]))
+    values, stamps, visible_at = ring.latest(count, until=None if until is None else np.array([until, until]))
     held = samples[-capacity:]
-    expected = reference(held, count, until)
+    expected = np.array(reference(held, count, until))
     np.testing.assert_allclose(stamps[1], expected)
-    np.testing.assert_allclose(values[1, :, 0], np.where(np.isinf(expected), 0.0, np.array(expected) * 10))
+    np.testing.assert_allclose(values[1, :, 0], np.where(np.isinf(expected), 0.0, expected * 10))
+    np.testing.assert_allclose(visible_at[1], expected + delay)  # -inf stays -inf
     assert np.all(np.isinf(stamps[0])) and np.all(values[0] == 0)  # env 0 never received anything
+    assert np.all(np.isinf(visible_at[0]))
 
 
 def test_clear_forgets_only_the_given_envs() -> None:
     ring = StampedRing(num_envs=2, capacity=4, dim=1)
     ring.extend(np.array([0, 1]), np.array([0.1, 0.2]), np.ones((2, 2, 1)))
     ring.clear(np.array([0]))
-    _, stamps = ring.latest(2)
+    _, stamps, _ = ring.latest(2)
     assert np.all(np.isinf(stamps[0])) and stamps[1].tolist() == [0.1, 0.2]
