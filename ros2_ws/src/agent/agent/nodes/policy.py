@@ -106,19 +106,20 @@ class PolicyNode(AgentNode):
             self.actions.accept(stamp, self.now_s())
             self.act_time.add(act_s)
             self.clipped += action.clipped
-        if self.stale:
-            self.stale = False
+            resumed, self.stale = self.stale, False  # under the lock: the watchdog may run beside this
+        if resumed:
             self.get_logger().info("fresh state embeddings: acting")
 
     def watchdog(self) -> None:
         """Safe action while inputs are stale (ROS clock)."""
         now = self.now_s()
-        with self.lock:
+        with self.lock:  # the check and the mode change as one step (see on_state)
             stale = self.state_in.is_stale(now)
+            became_stale = stale and not self.stale
+            self.stale = self.stale or stale
         if not stale:
             return
-        if not self.stale:
-            self.stale = True
+        if became_stale:
             self.get_logger().warning(f"no fresh state for {self.input_timeout_s} s: sending the safe action")
         self.publish_safe(now)
 
