@@ -332,7 +332,7 @@ class RealtimeLoop:
         self._due_mono = due_mono
         if rtf > 0:
             self._stream_imu(obs, episode, t)
-        self._stopping.wait(max(0.0, due_mono - time.monotonic()))
+        stopped = self._stopping.wait(max(0.0, due_mono - time.monotonic()))
         now = time.monotonic()
         stamps = obs.imu_stamps_s[0]
         new = stamps > self._last_imu
@@ -346,6 +346,8 @@ class RealtimeLoop:
             due_wall_s=self._wall0 + (due_mono - self._mono0),
             epoch_s=self._epoch,
         )
+        if stopped:  # stopped before it was due: `obs` lies ahead of real time, so it is never released
+            return release
         if new.any():
             self._last_imu = float(stamps[-1])
         if release.new_image:

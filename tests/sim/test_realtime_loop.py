@@ -76,6 +76,23 @@ def test_a_controller_that_answers_at_once_misses_nothing() -> None:
     assert np.all(np.diff([r.obs.image_stamp_s[0] for r in frames]) > 0)
 
 
+def test_a_stop_between_releases_releases_nothing_ahead_of_its_time() -> None:
+    """Stopped half a period after a release, the loop must not release the next observation early."""
+    robot = DummyRobot(num_envs=1)
+    emitted: list[tuple[float, Release]] = []  # (wall time of the emit, release)
+    loop = RealtimeLoop(robot, LoopConfig(), lambda r: emitted.append((time.time(), r)))
+    loop.open()
+    try:
+        loop.start()
+        time.sleep(0.5 + 0.5 * robot.spec.control_period_s)
+        loop.stop()
+    finally:
+        loop.close()
+    assert len(emitted) >= 5
+    late_by = [wall - r.due_wall_s for wall, r in emitted]  # IMU-only releases included
+    assert min(late_by) > -1e-4, late_by
+
+
 def test_imu_samples_stream_on_their_own_as_they_are_taken() -> None:
     loop, robot, releases = run_loop(LoopConfig(), answer=True, seconds=1.0, robot=StallingRobot())
     stamps = np.concatenate([r.imu_stamps_s for r in releases])
