@@ -143,6 +143,8 @@ class RealtimeLoop:
         self._stopping = threading.Event()
         self._command = self._safe  # (skill, params (P,)) applied from the next step on
         self._answered: int | None = None  # stamp (us) of the newest command
+        self._released = -1  # stamp (us) of the newest observation released
+        self._stale = -1  # commands stamped at or before this (us) predate a reset or park: not applied
         self._command_mono = time.monotonic()  # when the last command was offered (monotonic), s
         self._due: OrderedDict[int, float] = OrderedDict()  # answer stamp (us) -> due wall time, s
         self._overrun = False  # the last release came more than a period late (counted as its miss)
@@ -209,9 +211,11 @@ class RealtimeLoop:
         """
         key = round(stamp_s * MATCH_US)
         with self._cond:
+            self._stats.commands += 1
+            if key <= self._stale:  # e.g. the answer to an episode's last frame, come after the reset
+                return
             self._command = (int(skill), np.asarray(params, dtype=np.float64))
             self._command_mono = time.monotonic()
-            self._stats.commands += 1
             if self._answered is None or key > self._answered:
                 self._answered = key
             due = self._due.pop(key, None)
@@ -261,7 +265,7 @@ class RealtimeLoop:
 
     def _episodes(self) -> None:
         with self._cond:
-            self._command, self._answered = self._safe, None
+            self._forget_commands()
             episode = self._episode
         obs = self.robot.reset(seed=self.cfg.seed + episode)
         self._reset_once = True
@@ -289,6 +293,8 @@ class RealtimeLoop:
                 continue
             awaited = self._awaited(obs, released)
             command = self._wait_for_answer(awaited, self._due_mono + self.cfg.command_deadline_s)
+            if self._stopping.is_set():  # cut short by stop: no unpaced step on an unanswered command
+                break
             applied = self.robot.send_action(np.array([command[0]]), command[1][None])
             obs = self.robot.step()
             with self._cond:
@@ -361,6 +367,7 @@ class RealtimeLoop:
                 s.overruns += 1
                 s.missed_at_s.append(due_mono)
             s.progress, s.step, s.sim_time_s = float(obs.task.progress[0]), int(obs.task.step[0]), t
+            self._released = round(t * MATCH_US)
             if not obs.task.done[0]:
                 awaited = self._awaited(obs, release)
                 if awaited is not None:
@@ -404,15 +411,19 @@ class RealtimeLoop:
             s.episodes += 1
             s.successes += outcome == "success"
             s.outcomes[outcome] += 1
-            self._command, self._answered = self._safe, None
+            self._forget_commands()
             self._episode += 1
         log.info("episode %d: %s (progress %.2f)", self._episode, outcome, float(obs.task.progress[0]))
         return self._episode
 
+    def _forget_commands(self) -> None:
+        """Back to the safe action, deaf to answers still on their way (called under `_cond`)."""
+        self._command, self._answered, self._stale = self._safe, None, self._released
+
     def _park(self) -> AppliedAction:
         """The safe action, applied for one control period (no release): the robot is left braking."""
         with self._cond:
-            self._command, self._answered = self._safe, None
+            self._forget_commands()
         skill, params = np.array([self._safe[0]]), self._safe[1][None]
         if not self._reset_once:  # no episode yet: the robot is at rest
             return clip_actions(self.robot.spec.contract, skill, params, 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -10,7 +11,7 @@ from sim_doubles import CONTRACT, DummyRobot
 
 from sim import realtime_loop
 from sim.realtime_loop import LoopConfig, RealtimeLoop, Release
-from sim.robot_interface import Observation
+from sim.robot_interface import Observation, Outcome
 
 DRIVE = CONTRACT.skill_id("drive")
 
@@ -91,6 +92,91 @@ def test_a_stop_between_releases_releases_nothing_ahead_of_its_time() -> None:
     assert len(emitted) >= 5
     late_by = [wall - r.due_wall_s for wall, r in emitted]  # IMU-only releases included
     assert min(late_by) > -1e-4, late_by
+
+
+class RecordingRobot(DummyRobot):
+    """A dummy robot that records the wall time of each step and the skill it was stepped on; its
+    episodes end (success) after `episode_steps` steps."""
+
+    def __init__(self, episode_steps: int = 10**9) -> None:
+        super().__init__(num_envs=1)
+        self.episode_steps, self.steps_in_episode = episode_steps, 0
+        self.stepped: list[tuple[float, int]] = []  # (wall time, skill applied)
+
+    def reset(self, seed: int | None = None, envs: object = None) -> Observation:
+        self.steps_in_episode = 0
+        return super().reset(seed, envs)
+
+    def step(self) -> Observation:
+        self.stepped.append((time.time(), int(self.skill[0])))
+        self.steps_in_episode += 1
+        obs = super().step()
+        if self.steps_in_episode >= self.episode_steps:
+            obs.task.outcome[:] = Outcome.SUCCESS
+        return obs
+
+
+def test_a_stop_while_waiting_for_an_answer_steps_nothing_early() -> None:
+    """Unanswered, a period with a new frame steps at its deadline (one without, when due); a stop inside
+    that wait must not step at once."""
+    cfg = LoopConfig()
+    robot = RecordingRobot()
+    releases: list[Release] = []
+    stopper: list[threading.Timer] = []
+    loop: RealtimeLoop
+
+    def emit(release: Release) -> None:
+        releases.append(release)
+        if release.new_image and not release.imu_only and release.obs.time_s[0] > 0.5 and not stopper:
+            stopper.append(threading.Timer(0.4 * cfg.command_deadline_s, loop.stop))  # amid the wait
+            stopper[0].start()
+
+    loop = RealtimeLoop(robot, cfg, emit)
+    loop.open()
+    try:
+        loop.start()
+        deadline = time.monotonic() + 10.0
+        while not stopper and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stopper[0].join()
+    finally:
+        loop.close()
+    observations = [r for r in releases if not r.imu_only]
+    stepped = robot.stepped[:-1]  # the last step parks the robot
+    assert len(stepped) >= 5 and len(stepped) <= len(observations)
+    for (wall, _), release in zip(stepped, observations, strict=False):  # step k follows release k
+        wait = cfg.command_deadline_s if release.new_image else 0.0
+        assert wall >= release.due_wall_s + wait - 1e-3, (release.obs.time_s, wall - release.due_wall_s)
+
+
+def test_an_answer_to_an_ended_episode_is_not_applied_after_the_reset() -> None:
+    """The controller answers each episode's last frame late, after the reset: the next episode must not
+    start on that command (it would also keep the command-timeout watchdog from stopping the robot)."""
+    robot = RecordingRobot(episode_steps=4)
+    loop: RealtimeLoop
+    timers: list[threading.Timer] = []
+
+    def emit(release: Release) -> None:
+        if not release.imu_only and release.obs.task.done[0]:
+            params = CONTRACT.layout.defaults.copy()
+            params[0] = 0.2
+            answer = (DRIVE, params, float(release.obs.time_s[0]), time.time())
+            late = threading.Timer(0.01, loop.offer, answer)
+            timers.append(late)
+            late.start()
+
+    loop = RealtimeLoop(robot, LoopConfig(answer_stamp="state"), emit)
+    loop.open()
+    try:
+        loop.start()
+        time.sleep(0.8)
+        loop.stop()
+    finally:
+        loop.close()
+        for t in timers:
+            t.join()
+    assert loop.stats().episodes >= 2 and loop.stats().commands >= 2
+    assert {skill for _, skill in robot.stepped} == {CONTRACT.safe_skill_id}
 
 
 def test_imu_samples_stream_on_their_own_as_they_are_taken() -> None:
