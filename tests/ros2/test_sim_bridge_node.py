@@ -13,7 +13,7 @@ from agent.nodes.sim_bridge import SimBridgeNode
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
-from ros_harness import Probe, spin_until
+from ros_harness import Probe, spin_for, spin_until
 
 ERROR = b"\x02"
 CAMERA, IMU, ODOM, CLOCK = "/camera/image_raw", "/imu/data", "/odom", "/clock"
@@ -103,8 +103,13 @@ def test_outputs_carry_honest_stamps_and_commands_drive_the_robot_within_the_con
     assert max(m.twist.twist.linear.x for m in probe.received[ODOM]) > 0.05  # applied: the base drives
     assert node.commands.accepted >= 10 and not node.commands.rejected
 
-    node.trigger_deactivate()  # leaves the robot on the safe action
-    assert node.parked is not None and int(node.parked.skill[0]) == contract.safe_skill_id
+    node.halt()  # what the in-process bringup does first when it stops: the robot before the controllers
+    parked, cycles = node.parked, node.loop.stats().cycles
+    assert parked is not None and int(parked.skill[0]) == contract.safe_skill_id
+    spin_for(executor, 0.3)
+    assert node.loop.stats().cycles == cycles  # parked: no period runs while the rest of the graph stops
+    node.trigger_deactivate()
+    assert node.parked is parked  # deactivate found it parked and left it so
 
 
 def test_malformed_commands_are_counted_and_rejected(bridge: Rig) -> None:

@@ -209,6 +209,7 @@ class SimSession:
         Returns what the robot was left on and what the bag holds.
         """
         try:
+            self.bridge.halt()  # the robot first: no period runs unanswered while the controllers stop
             self.bringup.close()
         finally:
             report = self.recorder.stop() if self.recorder is not None else None

@@ -107,11 +107,22 @@ class SimBridgeNode(AgentNode):
 
     def activate(self) -> None:
         self.command_sub = self.subscribe(DRIVE_TOPICS[self.drive], self.on_command, self.io_group)
+        self.parked = None
         self.loop.start()
 
     def deactivate(self) -> None:
-        """Stop the episodes and leave the robot on the contract's safe action."""
-        self.parked = self.loop.stop()
+        self.halt()
+
+    def halt(self) -> None:
+        """Stop the episodes and leave the robot on the contract's safe action (once: then it stays parked).
+
+        The in-process bringup halts the robot before it stops the other nodes, so that no control period
+        runs unanswered while they shut down; deactivate then finds it parked.
+        """
+        loop = self.loop
+        if loop is None or self.parked is not None:
+            return
+        self.parked = loop.stop()
         self.get_logger().info(f"robot left on the safe action ({self.robot_spec.contract.safe_skill})")
 
     def cleanup(self) -> None:
@@ -190,9 +201,12 @@ class SimBridgeNode(AgentNode):
         except MessageError as err:
             self.reject(self.commands, err, now)
             return
+        loop = self.loop  # read once: cleanup may close it beside this (multi-threaded executor)
+        if loop is None:
+            return
         with self.lock:
             self.commands.accept(stamp, now)
-        self.loop.offer(skill, params, stamp - self.epoch_s, info["source_timestamp"] * 1e-9)
+        loop.offer(skill, params, stamp - self.epoch_s, info["source_timestamp"] * 1e-9)
 
     def health(self, now: float) -> list[tuple[str, Status]]:
         loop = self.loop.stats()
