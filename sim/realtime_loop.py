@@ -194,7 +194,8 @@ class RealtimeLoop:
 
     @property
     def running(self) -> bool:
-        return self._running is not None and not self._running.done()
+        running = self._running  # read once: stop() clears it from another thread
+        return running is not None and not running.done()
 
     def command_age_s(self) -> float:
         """Wall time since the last command was offered (or since the run started), s."""

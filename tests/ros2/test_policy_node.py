@@ -146,6 +146,20 @@ def test_deactivate_leaves_the_robot_on_the_safe_action(policy: PolicyRig) -> No
     assert len(probe.received["/agent/action"]) == n  # inactive: silent
 
 
+def test_an_action_computed_while_deactivating_is_not_sent(policy: PolicyRig) -> None:
+    """A multi-threaded executor runs the deactivate transition beside a state callback: once deactivate
+    has sent the safe action (and waits for it to be acknowledged), a callback that finishes then must not
+    send its model action after it."""
+    node, probe, executor, codec = policy
+    send_state(probe, time.time())
+    assert spin_until(executor, lambda: codec.contract.skill_id("drive") in skills(probe, codec))
+    node.deactivate()  # the transition's first step: safe action out, publishers still active
+    node.on_state(embedding_to_msg(np.full(EMBED_DIM, 0.5, dtype=np.float32), time.time(), "camera",
+                                   embedding_names(EMBED_DIM)))  # fmt: skip
+    spin_for(executor, 0.3)
+    assert skills(probe, codec)[-1] == codec.contract.safe_skill_id
+
+
 def test_staleness_follows_sim_time(
     ros_context: Context, fake_loader: Callable[..., FakeRuntime], contract: SkillContract
 ) -> None:

@@ -232,10 +232,11 @@ class EncoderNode(AgentNode):
         return [(s.name, s.status(now)) for s in (self.camera, self.imu, self.skill)] + [("output", out)]
 
     def summary(self) -> dict[str, str]:
-        if self.runtime is None:
+        runtime = self.runtime  # read once: cleanup may clear it beside the diagnostics timer
+        if runtime is None:
             return {}
-        return {"backend": self.runtime.backend, "precision": self.runtime.precision,
-                "input": f"{self.runtime.image_hw} image, {self.runtime.imu_window} IMU samples"}  # fmt: skip
+        return {"backend": runtime.backend, "precision": runtime.precision,
+                "input": f"{runtime.image_hw} image, {runtime.imu_window} IMU samples"}  # fmt: skip
 
 
 def main(args: list[str] | None = None) -> None:

@@ -55,15 +55,19 @@ class PolicyNode(AgentNode):
         self.clipped = 0  # model outputs that had to be clipped into the contract
         self.safe_actions = 0  # safe actions sent because inputs were stale
         self.stale = True  # until the first fresh embedding arrives
+        self.acting = False  # model actions may go out (active, not deactivating)
         self.pub_action = self.publisher(ACTION)
         self.pub_cmd = self.publisher(CMD_VEL)
 
     def activate(self) -> None:
+        self.acting = True
         self.subscribe(STATE, self.on_state, self.work_group)
         self.timer(self.watchdog_period_s, self.watchdog, self.io_group)
 
     def deactivate(self) -> None:
         """Leave the robot stopped: send the safe action and give it a moment to be acknowledged."""
+        with self.lock:  # from here on no model action goes out, even from a callback already running
+            self.acting = False
         self.publish_safe(self.now_s())
         self.pub_action.wait_for_all_acked(ACK_TIMEOUT)
         self.pub_cmd.wait_for_all_acked(ACK_TIMEOUT)
@@ -101,8 +105,10 @@ class PolicyNode(AgentNode):
         action = self.contract.clip(skill, params)
         if action.clipped:
             self.warn_throttled("clipped", f"policy output clipped into the contract: {action.reason}")
-        self.publish(action.skill, action.params, stamp)
         with self.lock:
+            if not self.acting:  # deactivated meanwhile: the safe action stays the last command
+                return
+            self.publish(action.skill, action.params, stamp)
             self.actions.accept(stamp, self.now_s())
             self.act_time.add(act_s)
             self.clipped += action.clipped
@@ -148,10 +154,11 @@ class PolicyNode(AgentNode):
         return [("state", state), ("action", out)]
 
     def summary(self) -> dict[str, str]:
-        if self.runtime is None:
+        runtime = self.runtime  # read once: cleanup may clear it beside the diagnostics timer
+        if runtime is None:
             return {}
         mode = f"safe action ({self.contract.safe_skill}): inputs stale" if self.stale else "acting"
-        return {"backend": self.runtime.backend, "precision": self.runtime.precision, "mode": mode}
+        return {"backend": runtime.backend, "precision": runtime.precision, "mode": mode}
 
 
 def main(args: list[str] | None = None) -> None:

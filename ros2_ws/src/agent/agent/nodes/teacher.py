@@ -93,18 +93,19 @@ class TeacherNode(AgentNode):
             return
         with self.lock:
             self.state_in.accept(stamp, now)
-        if step % self.repeat == 0 or self.held is None:
+        held = self.held  # read once: deactivate may clear it beside this (multi-threaded executor)
+        if step % self.repeat == 0 or held is None:
             t0 = time.perf_counter()
             k = self.contract.num_skills
             features = teacher_features(privileged[None], np.array([skill]), k)  # (1, Dq + K)
             skills, params = self.teacher.act(features)  # (1,), (1, P)
             act_s = time.perf_counter() - t0
             action = self.contract.clip(int(skills[0]), params[0])
-            self.held = (action.skill, action.params)
+            self.held = held = (action.skill, action.params)
             with self.lock:
                 self.act_time.add(act_s)
                 self.clipped += action.clipped
-        self.pub.publish(self.codec.to_msg(*self.held, stamp))
+        self.pub.publish(self.codec.to_msg(*held, stamp))
         with self.lock:
             self.actions.accept(stamp, self.now_s())
 
