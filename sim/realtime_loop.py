@@ -158,9 +158,14 @@ class RealtimeLoop:
 
     # ---- control, from any thread ---------------------------------------------------------------------
     def open(self) -> None:
-        """Start the robot thread and connect the robot there; raises what connect raised."""
+        """Start the robot thread and connect the robot there; raises what connect raised, thread ended."""
         self._thread.start()
-        self._call(self.robot.connect).result()
+        try:
+            self._call(self.robot.connect).result()
+        except BaseException:
+            self._calls.put(None)
+            self._thread.join()
+            raise
 
     def start(self) -> None:
         """Begin episodes on the robot thread (returns at once)."""

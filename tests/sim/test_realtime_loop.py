@@ -220,3 +220,15 @@ def test_clock_pair_keeps_the_reading_taken_without_pre_emption(monkeypatch: pyt
     monkeypatch.setattr(realtime_loop.time, "monotonic", lambda: next(mono))
     monkeypatch.setattr(realtime_loop.time, "time", lambda: next(wall))
     assert realtime_loop.clock_pair(tries=5) == pytest.approx((100.05, 1000.05))  # the zero-gap try
+
+
+def test_a_robot_that_fails_to_connect_leaves_no_thread_behind() -> None:
+    class Unreachable(DummyRobot):
+        def connect(self) -> None:
+            raise ConnectionError("no GL stack")
+
+    loop = RealtimeLoop(Unreachable(num_envs=1), LoopConfig(), lambda r: None)
+    with pytest.raises(ConnectionError, match="no GL stack"):
+        loop.open()
+    assert not loop._thread.is_alive()  # a retried configure does not pile up robot threads
+    loop.close()  # and closing it is still safe
