@@ -68,7 +68,7 @@ class PolicyNode(AgentNode):
         """Leave the robot stopped: send the safe action and give it a moment to be acknowledged."""
         with self.lock:  # from here on no model action goes out, even from a callback already running
             self.acting = False
-        self.publish_safe(self.now_s())
+            self.publish_safe(self.now_s())
         self.pub_action.wait_for_all_acked(ACK_TIMEOUT)
         self.pub_cmd.wait_for_all_acked(ACK_TIMEOUT)
 
@@ -119,21 +119,21 @@ class PolicyNode(AgentNode):
     def watchdog(self) -> None:
         """Safe action while inputs are stale (ROS clock)."""
         now = self.now_s()
-        with self.lock:  # the check and the mode change as one step (see on_state)
+        # The check, the mode change and the send as one step: every action goes out under the lock, so a
+        # safe action decided before a fresh state was accepted cannot follow that state's action.
+        with self.lock:
             stale = self.state_in.is_stale(now)
             became_stale = stale and not self.stale
             self.stale = self.stale or stale
-        if not stale:
-            return
+            if stale:
+                self.publish_safe(now)
         if became_stale:
             self.get_logger().warning(f"no fresh state for {self.input_timeout_s} s: sending the safe action")
-        self.publish_safe(now)
 
     def publish_safe(self, stamp: float) -> None:
-        k = self.contract.safe_skill_id
-        self.publish(k, self.contract.layout.defaults, stamp)
-        with self.lock:
-            self.safe_actions += 1
+        """The contract's safe action; called under `self.lock`."""
+        self.publish(self.contract.safe_skill_id, self.contract.layout.defaults, stamp)
+        self.safe_actions += 1
 
     def publish(self, skill: int, params: np.ndarray, stamp: float) -> None:
         """Action (within the contract) on the action topic, and its Twist on /cmd_vel."""
