@@ -64,16 +64,6 @@ class StampedRing:
         sensor at rest would read; an env with none visible gets zeros stamped (and visible at) -inf.
         Shapes: until (N,) -> Window of N envs.
         """
-        rows, slots, none = self._window(count, until)
-        values = self._values[rows, slots]  # (N, count, D)
-        stamps, visible_at = self._stamps[rows, slots], self._visible[rows, slots]  # (N, count)
-        if none.any():
-            values[none], stamps[none], visible_at[none] = 0, -np.inf, -np.inf
-        return Window(values, stamps, visible_at)
-
-    def _window(self, count: int, until: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Rows (N, 1) and slots (N, count) of the newest `count` samples visible at `until`, and the envs
-        (N,) with none visible."""
         held = np.minimum(self._total, self.capacity)  # (N,)
         oldest = self._total - held  # push number of the oldest held sample
         if until is None:
@@ -84,4 +74,10 @@ class StampedRing:
         newest = oldest + visible - 1  # (N,) push number of the newest visible sample
         pushes = newest[:, None] - count + 1 + np.arange(count)[None, :]  # (N, count) push numbers to read
         pushes = np.maximum(pushes, oldest[:, None])  # repeat the oldest where too few are held
-        return np.arange(self.num_envs)[:, None], pushes % self.capacity, visible == 0
+        rows, slots = np.arange(self.num_envs)[:, None], pushes % self.capacity
+        values = self._values[rows, slots]  # (N, count, D)
+        stamps, visible_at = self._stamps[rows, slots], self._visible[rows, slots]  # (N, count)
+        none = visible == 0
+        if none.any():
+            values[none], stamps[none], visible_at[none] = 0, -np.inf, -np.inf
+        return Window(values, stamps, visible_at)

@@ -209,6 +209,8 @@ class SimBridgeNode(AgentNode):
         loop.offer(skill, params, stamp - self.epoch_s, info["source_timestamp"] * 1e-9)
 
     def health(self, now: float) -> list[tuple[str, Status]]:
+        if self.loop is None:  # cleaned up while the diagnostics timer ran (multi-threaded executor)
+            return []
         loop = self.loop.stats()
         lat = np.array(loop.latency_s) * 1e3
         values = {
