@@ -79,6 +79,7 @@ class Probe:
         self.node = Node(name, context=context)
         self.received: dict[str, list] = {}
         self._pubs: dict[str, object] = {}
+        self._subs: dict[str, object] = {}
 
     def advertise(self, *topics: str) -> None:
         """Create publishers now, so that discovery is under way before the first message."""
@@ -94,6 +95,10 @@ class Probe:
         """Every named publisher has found a subscriber (best-effort messages sent before that are lost)."""
         return all(self._pubs[t].get_subscription_count() > 0 for t in topics)
 
+    def hears(self, *topics: str) -> bool:
+        """Every named recording subscription has found a publisher (messages sent before that are lost)."""
+        return all(self._subs[t].get_publisher_count() > 0 for t in topics)
+
     def publish(self, topic: str, msg: object) -> None:
         self.advertise(topic)
         self._pubs[topic].publish(msg)
@@ -106,7 +111,9 @@ class Probe:
             t = TOPICS[topic]
             qos = qos_profile(t.qos.with_depth(100))
             self.received[topic] = []
-            self.node.create_subscription(msg_class(t.msg_type), t.name, self.received[topic].append, qos)
+            self._subs[topic] = self.node.create_subscription(
+                msg_class(t.msg_type), t.name, self.received[topic].append, qos
+            )
 
     def diagnostics(self, prefix: str) -> dict[str, object]:
         """Latest DiagnosticStatus per name starting with `prefix` (e.g. "policy: ")."""
