@@ -1,4 +1,4 @@
-"""Seeded evaluation of the greedy teacher on the sim, with a Wilson 95% confidence interval on success.
+"""Seeded evaluation of the greedy teacher or the deployed student, with a Wilson 95% interval on success.
 
 Episode i always draws its layout from seed EVAL_SEED + i, whichever of the N parallel envs runs it, so a
 report depends on the policy and the episode count only (for a fixed N: a row's float rounding can
@@ -8,19 +8,23 @@ depend on the batch it is computed in).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AutoresetMode, VectorEnv
 
+from policies.runtime.student_runtime import StudentRuntime
 from policies.skill_contract import SkillContract
 from policies.teacher_policy import TeacherConfig, TeacherPolicy, teacher_features
 
 # Evaluation episodes use seeds EVAL_SEED + i. Training envs draw from seed + i (+ 1000 for the
 # demonstrations) and continue their own generators, so no training episode repeats an evaluation one.
 EVAL_SEED = 10_000
+
+Policy = Callable[[dict, dict, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -62,17 +66,86 @@ def evaluate_teacher(
     from sim.vector_env import DiffBotVectorEnv
 
     n = max(1, min(num_envs, episodes))
-    repeat = teacher.cfg.action_repeat
-    envs = DiffBotVectorEnv(n, sim_config, "privileged", proxy, repeat, AutoresetMode.DISABLED)
     k = teacher.contract.num_skills
+    envs = DiffBotVectorEnv(
+        n, sim_config, "privileged", proxy, teacher.cfg.action_repeat, AutoresetMode.DISABLED
+    )
+
+    def policy(obs: dict, info: dict, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return teacher.act(teacher_features(obs["privileged"], obs["skill"], k))
+
+    return run_episodes(envs, policy, episodes, seed, proxy is not None)
+
+
+class StudentDriver:
+    """The deployed student acting alone on N envs: it encodes each new camera frame and acts on it,
+    and the robot holds that action until the next frame (as the ROS graph does)."""
+
+    def __init__(self, runtime: StudentRuntime, num_envs: int) -> None:
+        self.runtime = runtime
+        contract = runtime.contract
+        self.skill = np.full(num_envs, contract.safe_skill_id, dtype=np.int64)
+        self.params = np.tile(contract.layout.defaults, (num_envs, 1))
+        self.frame_time = np.full(num_envs, np.nan)  # episode time of the frame acted on, s
+
+    def __call__(self, obs: dict, info: dict, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # a frame is new when its capture time (episode time - age) differs from the last one acted on
+        stamp = np.round(info["episode_time_s"] - info["image_age_s"], 6)
+        new = started | (stamp != self.frame_time)
+        if new.any():
+            idx = np.flatnonzero(new)
+            emb, _ = self.runtime.encode(
+                obs["image"][idx],
+                obs["imu"][idx],
+                obs["skill"][idx].astype(np.int64),
+                obs["progress"][idx, 0],
+                obs["step"][idx, 0],
+            )
+            _, skill, params = self.runtime.act(emb)
+            self.skill[idx], self.params[idx] = skill, params
+            self.frame_time[idx] = stamp[idx]
+        return self.skill.copy(), self.params.copy()
+
+
+def evaluate_student(
+    runtime: StudentRuntime,
+    episodes: int,
+    proxy: Path | None = None,
+    sim_config: str | Path | None = None,
+    seed: int = EVAL_SEED,
+    num_envs: int = 16,
+) -> dict:
+    """The student acting alone (no teacher) for `episodes` seeded episodes, its camera at the artifact's
+    image size; the same report as `evaluate_teacher`."""
+    from sim.config import SimConfig
+    from sim.gym_env import CONFIG_DIR
+    from sim.vector_env import DiffBotVectorEnv
+
+    n = max(1, min(num_envs, episodes))
+    cfg = SimConfig.from_yaml(sim_config or CONFIG_DIR / "mujoco.yaml")
+    h, w = runtime.image_hw
+    cfg = cfg.model_copy(update={"camera": cfg.camera.model_copy(update={"height": h, "width": w})})
+    envs = DiffBotVectorEnv(
+        n, SimConfig.from_dict(cfg.model_dump()), "sensors", proxy, 1, AutoresetMode.DISABLED
+    )
+    return run_episodes(envs, StudentDriver(runtime, n), episodes, seed, proxy is not None)
+
+
+def run_episodes(envs: VectorEnv, policy: Policy, episodes: int, seed: int, proxy: bool) -> dict:
+    """Seeded episodes (episode i on seed + i) on a DISABLED-autoreset vector env; the report dict.
+
+    `policy(obs, info, started)` returns (skill (N,), params (N, P)); `started` (N,) marks envs whose
+    episode began with this observation.
+    """
+    n = envs.num_envs
     episode_of = np.arange(n)  # episode each env runs; -1 once there are no more to start
     returns = np.zeros(n)
     successes, totals, outcomes = 0, [], {}
     try:
-        obs, _ = envs.reset(seed=[seed + i for i in range(n)])
-        started = n
+        obs, info = envs.reset(seed=[seed + i for i in range(n)])
+        started, fresh = n, np.ones(n, dtype=bool)
         while (episode_of >= 0).any():
-            skill, params = teacher.act(teacher_features(obs["privileged"], obs["skill"], k))
+            skill, params = policy(obs, info, fresh)
             obs, reward, terminated, truncated, info = envs.step({"skill": skill, "params": params})
             running = episode_of >= 0
             returns += np.where(running, reward, 0.0)
@@ -84,10 +157,11 @@ def evaluate_teacher(
                 returns[i] = 0.0
                 episode_of[i] = started if started < episodes else -1
                 started += episode_of[i] >= 0
-            restart = ended & (episode_of >= 0)
-            if restart.any():  # the others hold their ended episodes (not simulated) until all are done
-                seeds = [seed + int(e) if r else None for e, r in zip(episode_of, restart, strict=True)]
-                obs, _ = envs.reset(seed=seeds, options={"reset_mask": restart})
+            fresh = ended & (episode_of >= 0)
+            if fresh.any():  # the others hold their ended episodes (not simulated) until all are done
+                seeds = [seed + int(e) if r else None for e, r in zip(episode_of, fresh, strict=True)]
+                obs, reset_info = envs.reset(seed=seeds, options={"reset_mask": fresh})
+                info = _merge_fresh(info, reset_info, fresh)
     finally:
         envs.close()
     lo, hi = wilson_interval(successes, episodes)
@@ -97,6 +171,15 @@ def evaluate_teacher(
         "ci95": [round(lo, 4), round(hi, 4)],
         "mean_return": float(np.mean(totals)) if totals else 0.0,
         "sim": envs.config.backend,
-        "proxy": proxy is not None,
+        "proxy": proxy,
         "outcomes": outcomes,
     }
+
+
+def _merge_fresh(info: dict, reset_info: dict, fresh: np.ndarray) -> dict:
+    """The step's info with the restarted envs' episode time and image age taken from their reset."""
+    out = dict(info)
+    for key in ("episode_time_s", "image_age_s"):
+        if key in reset_info:
+            out[key] = np.where(fresh, reset_info[key], info[key])
+    return out

@@ -2,6 +2,9 @@
 
 Files: encoder.onnx, policy.onnx, predictor.onnx (and encoder.int8.onnx with `int8=True`), the torch
 weights they came from (student.pt, predictor.pt, for the `torch` reference backend), and manifest.json.
+
+The predictor's output width is the robot's privileged (teacher-side) state width, never set by hand: the
+manifest names its columns, in order, in `models.predictor.fields`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ ONNX_OPSET = 18
 DEFAULT_STUDENT_CONFIG = Path(__file__).parent / "configs" / "student.yaml"
 DEFAULT_PREDICTOR_CONFIG = Path(__file__).parent / "configs" / "predictor.yaml"
 DEFAULT_CONTRACT = Path(__file__).parents[1] / "sim" / "robots" / "diffbot" / "skills.yaml"
+DEFAULT_SIM_CONFIG = Path(__file__).parents[1] / "sim" / "configs" / "mujoco.yaml"
 
 
 def export_artifact(
@@ -43,6 +47,7 @@ def export_artifact(
     student_cfg: StudentConfig | None = None,
     contract: SkillContract | None = None,
     predictor_cfg: PredictorConfig | None = None,
+    privileged_fields: tuple[str, ...] | None = None,
     student_weights: str | Path | None = None,
     predictor_weights: str | Path | None = None,
     int8: bool = False,
@@ -53,6 +58,11 @@ def export_artifact(
 
     The directory is written next to its final place and renamed into it, so a crash never leaves a
     half-written artifact behind.
+
+    Args:
+        privileged_fields: names of the teacher-side state columns the predictor predicts, in order
+            (`RobotSpec.privileged_fields`); None = the default robot's (`robot_privileged_fields()`).
+            predictor.out_dim None resolves to their number; any other number must equal it.
     """
     out_dir = Path(out_dir)
     student_cfg = student_cfg or StudentConfig.from_yaml(DEFAULT_STUDENT_CONFIG)
@@ -65,6 +75,7 @@ def export_artifact(
             f"predictor.in_dim ({predictor_cfg.in_dim}) must equal encoder.embed_dim "
             f"({student_cfg.encoder.embed_dim}): the predictor reads state embeddings"
         )
+    predictor_cfg, privileged_fields = _resolve_out_dim(predictor_cfg, privileged_fields)
     torch.manual_seed(seed)
     student = StudentPolicy(student_cfg, contract).eval()
     predictor = StatePredictor(predictor_cfg).eval()
@@ -83,6 +94,7 @@ def export_artifact(
             "policy": _export_onnx(head, tmp / "policy.onnx"),
             "predictor": _export_onnx(predictor, tmp / "predictor.onnx", batch_axes=_predictor_axes()),
         }
+        models["predictor"]["fields"] = list(privileged_fields)  # prediction's last axis, in order
         if int8:
             feeds = (
                 load_calibration(Path(calibration))
@@ -104,6 +116,31 @@ def export_artifact(
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("exported artifact to %s (weights: %s)", out_dir, sources)
     return out_dir
+
+
+def robot_privileged_fields(sim_config: str | Path = DEFAULT_SIM_CONFIG) -> tuple[str, ...]:
+    """Privileged state columns of the robot a sim config describes (default: DiffBot on MuJoCo)."""
+    # Imported here: the sim stack (MuJoCo, task code) is not a dependency of loading policies/.
+    from sim.config import SimConfig
+    from sim.marker_task import privileged_fields
+
+    return privileged_fields(SimConfig.from_yaml(sim_config).task.num_obstacles)
+
+
+def _resolve_out_dim(
+    cfg: PredictorConfig, fields: tuple[str, ...] | None
+) -> tuple[PredictorConfig, tuple[str, ...]]:
+    """Set predictor.out_dim to the number of privileged fields; refuse a hand-set width that differs."""
+    fields = tuple(fields) if fields is not None else robot_privileged_fields()
+    if cfg.out_dim is None:
+        resolved = {**cfg.model_dump(), "out_dim": len(fields)}  # validated: no fields is refused
+        return PredictorConfig.from_dict(resolved, "predictor, out_dim from privileged_fields"), fields
+    if cfg.out_dim != len(fields):
+        raise ValueError(
+            f"predictor.out_dim ({cfg.out_dim}) must equal the robot's privileged state width "
+            f"({len(fields)} fields): the predictor predicts the teacher's state; set out_dim to null"
+        )
+    return cfg, fields
 
 
 def _load_weights(module: nn.Module, path: str | Path | None, what: str) -> str:

@@ -19,7 +19,9 @@ class PredictorConfig(Config):
     """State predictor."""
 
     in_dim: int | None = Field(None, ge=1)  # student feature width per frame; None = the encoder's embed_dim
-    out_dim: int = Field(16, ge=1)  # teacher-side state width (the robot's privileged state)
+    # teacher-side state width (privileged fields per step); None = the robot's privileged state width,
+    # resolved at build time (`policies.export`)
+    out_dim: int | None = Field(None, ge=1)
     hidden: int = Field(64, ge=1)  # LSTM hidden size
     layers: int = Field(1, ge=1, le=4)  # LSTM layers
     history: int = Field(5, ge=1, le=100)  # frames in
@@ -36,6 +38,10 @@ class StatePredictor(nn.Module):
         super().__init__()
         if cfg.in_dim is None:
             raise ValueError("predictor.in_dim is unset: resolve it to the encoder's embed_dim first")
+        if cfg.out_dim is None:
+            raise ValueError(
+                "predictor.out_dim is unset: resolve it to the robot's privileged state width first"
+            )
         self.cfg = cfg
         self.lstm = nn.LSTM(cfg.in_dim, cfg.hidden, num_layers=cfg.layers, batch_first=True)
         self.head = nn.Linear(cfg.hidden, cfg.horizon * cfg.out_dim)

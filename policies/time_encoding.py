@@ -15,7 +15,7 @@ class TimeConfig(Config):
     """Time/progress encoding."""
 
     frequencies: int = Field(8, ge=1, le=64)  # sinusoid frequencies per scalar
-    max_steps: float = Field(2000.0, gt=0)  # step index that maps to one full period of the slowest sinusoid
+    max_steps: float = Field(2000.0, gt=0)  # step index that maps to half a period of the slowest sinusoid
 
 
 class TimeEncoder(nn.Module):
@@ -23,14 +23,20 @@ class TimeEncoder(nn.Module):
 
     def __init__(self, cfg: TimeConfig, dim: int) -> None:
         super().__init__()
-        # Geometric frequencies from 1 to 2^(F-1) cycles per unit: coarse and fine phase together.
-        freqs = 2.0 ** torch.arange(cfg.frequencies, dtype=torch.float32) * (2 * math.pi)
+        # Angular frequencies pi * 2^k, k = 0..F-1: coarse and fine phase together. Must not change to
+        # 2 pi * 2^k: then every sinusoid completes whole periods over [0, 1], so t = 0 and t = 1 (task
+        # start and end, step 0 and step max_steps) give the same token. With the slowest at pi, its
+        # (sin, cos) is half a circle over [0, 1] and encodes t injectively on its own.
+        freqs = math.pi * 2.0 ** torch.arange(cfg.frequencies, dtype=torch.float32)
         self.register_buffer("freqs", freqs, persistent=False)
         self.max_steps = cfg.max_steps
         self.mlp = nn.Sequential(nn.Linear(4 * cfg.frequencies, dim), nn.GELU(), nn.Linear(dim, dim))
 
-    def forward(self, progress: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+    def features(self, progress: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+        """Raw sinusoid features before the MLP. Shape: (B,), (B,) -> (B, 4F)."""
         t = torch.stack([progress, step / self.max_steps], dim=-1)  # (B, 2)
         phase = t.unsqueeze(-1) * self.freqs  # (B, 2, F)
-        enc = torch.cat([phase.sin(), phase.cos()], dim=-1).flatten(1)  # (B, 4F)
-        return self.mlp(enc).unsqueeze(1)  # (B, 1, dim)
+        return torch.cat([phase.sin(), phase.cos()], dim=-1).flatten(1)  # (B, 2, 2F) -> (B, 4F)
+
+    def forward(self, progress: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.features(progress, step)).unsqueeze(1)  # (B, 1, dim)

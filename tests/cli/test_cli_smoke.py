@@ -33,7 +33,7 @@ def agent(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 def tiny_yaml(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("cfg")
     (d / "student.yaml").write_text(yaml.safe_dump(TINY))
-    (d / "predictor.yaml").write_text(yaml.safe_dump({"in_dim": 32, "out_dim": 4, "hidden": 8}))
+    (d / "predictor.yaml").write_text(yaml.safe_dump({"in_dim": 32, "hidden": 8}))
     return d
 
 
@@ -50,6 +50,18 @@ def test_export_writes_a_loadable_artifact(tmp_path, tiny_yaml):
     assert out.returncode == 0, out.stderr
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["config"]["student"]["encoder"]["embed_dim"] == 32
+    assert manifest["config"]["predictor"]["out_dim"] == len(manifest["models"]["predictor"]["fields"]) == 25
+
+
+def test_export_refuses_a_predictor_width_that_is_not_the_robots(tmp_path, tiny_yaml):
+    pred = tmp_path / "predictor.yaml"
+    pred.write_text(yaml.safe_dump({"out_dim": 16}))
+    sim_cfg = Path(__file__).parents[2] / "sim" / "configs" / "mujoco.yaml"
+    out = agent("export", "--out", str(tmp_path / "a"), "--config", str(tiny_yaml / "student.yaml"),
+                "--predictor-config", str(pred), "--sim-config", str(sim_cfg))  # fmt: skip
+    assert out.returncode == 2
+    assert "out_dim (16)" in out.stderr and "(25 fields)" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "a").exists()
 
 
 def test_export_rejects_a_bad_config_with_one_clear_line(tmp_path):

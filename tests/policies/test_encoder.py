@@ -55,6 +55,21 @@ def test_config_validation_names_fields():
         EncoderConfig.from_dict({"imu": {"window": 0}})
 
 
+def test_fewer_trunk_stages_halve_the_stride_and_shrink_the_trunk():
+    from policies.image_encoder import ImageEncoder
+
+    full = ImageEncoder(ImageConfig(backbone="resnet18", height=64, width=64), dim=32)
+    three = ImageEncoder(ImageConfig(backbone="resnet18", stages=3, height=64, width=64), dim=32)
+    image = torch.zeros(2, 64, 64, 3, dtype=torch.uint8)
+    assert full(image).shape == (2, 4, 32)  # stride 32: 2 x 2 tokens
+    assert three(image).shape == (2, 16, 32)  # stride 16: 4 x 4 tokens
+    size = [sum(p.numel() for p in m.trunk.parameters()) for m in (full, three)]
+    assert size[1] < size[0] / 3  # the last stage holds three quarters of ResNet18's weights
+    with pytest.raises(ConfigError, match="image.height"):
+        EncoderConfig.from_dict({"image": {"stages": 3, "height": 72}})  # not a multiple of 16
+    EncoderConfig.from_dict({"image": {"stages": 3, "height": 48}})  # 48 = 3 x 16 is fine at stride 16
+
+
 def test_loads_a_local_trunk_weights_file_and_says_which(tmp_path, tiny_cfg, contract):
     torch.manual_seed(3)
     ref = torchvision.models.resnet18(weights=None)

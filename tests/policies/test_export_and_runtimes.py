@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from policies.artifact import ARTIFACT_FORMAT, Artifact, ArtifactError
-from policies.export import ONNX_OPSET, export_artifact
+from policies.export import ONNX_OPSET, export_artifact, robot_privileged_fields
 from policies.runtime import BackendUnavailable, load_model, load_student
 from policies.state_predictor import PredictorConfig
 
@@ -18,8 +18,11 @@ EMBED_ATOL = 1e-4
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory, tiny_cfg, contract):
     out = tmp_path_factory.mktemp("art") / "student"
-    pred = PredictorConfig(in_dim=tiny_cfg.encoder.embed_dim, out_dim=6, hidden=16)
-    return export_artifact(out, student_cfg=tiny_cfg, contract=contract, predictor_cfg=pred, int8=True)
+    pred = PredictorConfig(in_dim=tiny_cfg.encoder.embed_dim, hidden=16)
+    fields = tuple(f"s{i}" for i in range(6))  # out_dim resolves to 6
+    return export_artifact(
+        out, student_cfg=tiny_cfg, contract=contract, predictor_cfg=pred, privileged_fields=fields, int8=True
+    )
 
 
 def _cases(rt, n_random: int = 6) -> list[tuple]:
@@ -55,6 +58,33 @@ def test_manifest_describes_everything_a_deployer_needs(artifact, contract):
     for f in ("encoder.onnx", "policy.onnx", "predictor.onnx", "encoder.int8.onnx", "student.pt"):
         assert len(m["files"][f]["sha256"]) == 64
     assert m["weights_source"]["student"] == "random-init"
+    assert m["models"]["predictor"]["fields"] == [f"s{i}" for i in range(6)]
+
+
+def test_predictor_predicts_the_default_robots_privileged_state(tmp_path, tiny_cfg, contract):
+    """Shipped predictor.yaml (out_dim null) + no fields given: the MuJoCo DiffBot's privileged state."""
+    fields = robot_privileged_fields()
+    assert len(fields) == 25  # 13 pose/target + 3 obstacles x 3 + wall gap + progress + time left
+    art = export_artifact(tmp_path / "a", student_cfg=tiny_cfg, contract=contract)
+    m = Artifact.load(art).manifest
+    prediction = next(o for o in m["models"]["predictor"]["outputs"] if o["name"] == "prediction")
+    assert prediction["shape"][-1] == m["config"]["predictor"]["out_dim"] == 25
+    assert m["models"]["predictor"]["fields"] == list(fields)
+    pred = load_model(art, "predictor", "torch")
+    h = np.zeros((1, 1, m["config"]["predictor"]["hidden"]), np.float32)
+    frames = np.zeros((1, 5, tiny_cfg.encoder.embed_dim), np.float32)
+    assert pred.run({"frames": frames, "h0": h, "c0": h.copy()})["prediction"].shape == (1, 3, 25)
+
+
+def test_a_predictor_width_that_is_not_the_robots_is_refused(tmp_path, tiny_cfg, contract):
+    with pytest.raises(ValueError, match=r"out_dim \(16\).*\(25 fields\)"):
+        export_artifact(tmp_path / "a", student_cfg=tiny_cfg, predictor_cfg=PredictorConfig(out_dim=16))
+    with pytest.raises(ValueError, match=r"out_dim \(6\).*\(2 fields\)"):
+        export_artifact(
+            tmp_path / "b", student_cfg=tiny_cfg, predictor_cfg=PredictorConfig(out_dim=6),
+            privileged_fields=("x_m", "y_m"),
+        )  # fmt: skip
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def test_onnxruntime_matches_torch_on_random_and_edge_inputs(artifact):

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from policies.state_predictor import PredictorConfig, StatePredictor
@@ -45,3 +46,10 @@ def test_learns_to_predict_a_delayed_signal():
         opt.step()
         losses.append(loss.item())
     assert sum(losses[-10:]) / 10 < 0.1 * sum(losses[:10]) / 10
+
+
+def test_unresolved_widths_are_refused():
+    with pytest.raises(ValueError, match="out_dim is unset"):
+        StatePredictor(PredictorConfig(in_dim=4))
+    with pytest.raises(ValueError, match="in_dim is unset"):
+        StatePredictor(PredictorConfig(out_dim=4))

@@ -246,17 +246,20 @@ def ros_interruptible() -> Iterator[None]:
 
 
 def cached_artifact(config: Path, int8: bool, cache_root: Path | None = None) -> tuple[Path, bool]:
-    """An untrained student exported from `config` into the cache, reused while config and contract match.
+    """An untrained student exported from `config` into the cache, reused while the config, the contract, the
+    predictor config and the model code (policies/*.py) match: an artifact of older code is exported again.
 
     Returns (artifact directory, whether it was exported now). The cache is $XDG_CACHE_HOME/agent/artifacts
     (~/.cache/agent/artifacts); a corrupt entry is exported again.
     """
     from policies.artifact import Artifact, ArtifactError
-    from policies.export import DEFAULT_CONTRACT, export_artifact
+    from policies.export import DEFAULT_CONTRACT, DEFAULT_PREDICTOR_CONFIG, export_artifact
     from policies.student_policy import StudentConfig
 
     root = cache_root or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agent/artifacts"
-    digest = hashlib.sha256(config.read_bytes() + DEFAULT_CONTRACT.read_bytes() + bytes([int8]))
+    code = sorted(DEFAULT_PREDICTOR_CONFIG.parents[1].glob("*.py"))  # policies/*.py
+    sources = [config, DEFAULT_CONTRACT, DEFAULT_PREDICTOR_CONFIG, *code]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + bytes([int8]))
     key = digest.hexdigest()[:12]
     out = root / f"untrained-{config.stem}{'-int8' if int8 else ''}-{key}"
     if out.is_dir():

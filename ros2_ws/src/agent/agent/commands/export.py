@@ -14,6 +14,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", type=Path, help="student config YAML (default policies/configs/student.yaml)"
     )
     parser.add_argument("--predictor-config", type=Path, help="predictor config YAML")
+    parser.add_argument(
+        "--sim-config", type=Path,
+        help="backend sim config (sim/configs/mujoco.yaml, isaacsim.yaml) of the robot whose privileged "
+        "state the predictor predicts; default: sim/configs/mujoco.yaml",
+    )  # fmt: skip
     parser.add_argument("--contract", type=Path, help="skill contract YAML (default: the MuJoCo diffbot's)")
     parser.add_argument("--student-weights", type=Path, help="student state_dict (.pt); default: random init")
     parser.add_argument(
@@ -27,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from policies.export import export_artifact
+    from policies.export import export_artifact, robot_privileged_fields
     from policies.skill_contract import SkillContract
     from policies.state_predictor import PredictorConfig
     from policies.student_policy import StudentConfig
@@ -37,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         student_cfg=StudentConfig.from_yaml(args.config) if args.config else None,
         contract=SkillContract.load(args.contract) if args.contract else None,
         predictor_cfg=PredictorConfig.from_yaml(args.predictor_config) if args.predictor_config else None,
+        privileged_fields=robot_privileged_fields(args.sim_config) if args.sim_config else None,
         student_weights=args.student_weights,
         predictor_weights=args.predictor_weights,
         int8=args.int8,

@@ -1,4 +1,4 @@
-"""`agent train teacher`: headless hybrid-SAC teacher training on privileged observations."""
+"""`agent train teacher|student`: headless teacher (hybrid SAC) and student (OPD or a baseline) training."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import opd
 
 DEFAULT_CONFIG = Path(opd.__file__).parent / "configs" / "teacher.yaml"
+DEFAULT_STUDENT_CONFIG = Path(opd.__file__).parent / "configs" / "student.yaml"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,9 +22,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--seed", type=int, help="seed")
     t.add_argument("--out", type=Path, default=Path("runs/teacher"), help="output directory")
     t.add_argument("--config", type=Path, help="training config YAML (default opd/configs/teacher.yaml)")
+    s = sub.add_parser(
+        "student",
+        help="train the student online from the teacher on the real-robot proxy (resumes from --out)",
+    )
+    s.add_argument("--method", choices=["opd", "dagger", "novelty", "sim_only"], help="default: the config's")
+    s.add_argument("--envs", type=int, help="parallel envs (one backend object)")
+    s.add_argument("--steps", type=int, help="decisions (control periods), summed over envs")
+    s.add_argument("--seed", type=int, help="seed")
+    s.add_argument("--out", type=Path, default=Path("runs/student"), help="output directory")
+    s.add_argument("--config", type=Path, help="training config YAML (default opd/configs/student.yaml)")
+    s.add_argument("--no-export", action="store_true", help="skip writing OUT/artifact (ONNX export)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.what == "student":
+        return run_student(args)
     from opd.teacher_training import TeacherTrainConfig, TeacherTrainer
 
     cfg = TeacherTrainConfig.from_yaml(args.config or DEFAULT_CONFIG)
@@ -36,4 +50,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"interrupted; rerun the same command to resume from {args.out / 'checkpoints'}")
         return 130
     print(f"wrote {teacher}")
+    return 0
+
+
+def run_student(args: argparse.Namespace) -> int:
+    from opd.student_training import StudentTrainConfig, StudentTrainer
+
+    cfg = StudentTrainConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
+    overrides = {"method": args.method, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed}
+    cfg = StudentTrainConfig.from_dict(
+        {**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+    )
+    trainer = StudentTrainer(cfg, args.out)
+    student = trainer.run()
+    if student is None:  # stopped by SIGINT/SIGTERM after a checkpoint
+        print(f"interrupted; rerun the same command to resume from {args.out / 'checkpoints'}")
+        return 130
+    print(f"wrote {student}")
+    if not args.no_export:
+        print(f"wrote {trainer.export_artifact()}")
     return 0

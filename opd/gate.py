@@ -1,0 +1,281 @@
+"""The OPD gate: per env and per decision, whether the student's or the teacher's action is executed.
+
+The state predictor's error (teacher-state running stds; NaN = not known yet) says how far the student's
+delayed, noisy view can be trusted. Seed 003 (3.4): above a threshold (0.15 at first, lowered as training
+goes on) the teacher's action is executed, otherwise the student's. Rules, first match wins per env:
+
+1. No fresh teacher action (`teacher_ok` False): the student acts ("teacher_unavailable"). There is nothing
+   else to execute; the caller falls back to the safe action when the student is stale too.
+2. Safety overrides, before any error rule, because a small prediction error does not make an illegal or
+   contradicting action right: the student's raw action left the skill contract ("student_out_of_contract"),
+   or its skill has differed from the teacher's continuously for longer than `disagree_s`
+   ("skill_disagreement"; the timer restarts on agreement, on a silent teacher and on `reset`).
+3. Dwell: a teacher that took over (for any reason) keeps control for `min_teacher_steps` decisions
+   ("holding"), so that an error jittering around the threshold cannot make the robot chatter.
+4. NaN error: the current source keeps acting ("error_unknown"); no evidence is no reason to switch.
+5. Hysteresis: the teacher hands back only when the error is below `release_ratio * threshold`
+   ("error_below_release", else "holding"); the student loses control only when the error is above the
+   threshold ("error_above_threshold", else "student_confident").
+
+Threshold: the schedule decays from `threshold_start` to `threshold_end` over `decay_steps` learner steps and
+stays there (exponential: geometric interpolation, equal ratios per step; linear; constant or decay_steps 0:
+`threshold_start` throughout). A teacher that took over by a safety override hands back by rule 5 too.
+With a `budget`, once `budget_min_samples` finite errors have been seen, it is instead the (1 - beta)
+quantile of the last `budget_window` finite errors of all envs. beta starts at the budget and is calibrated
+after every such decision by adaptive conformal inference (Gibbs & Candes 2021):
+    beta += budget_gain * (budget(step) - teacher rate of this decision among envs with a teacher)
+where budget(step) follows the threshold's schedule from `budget` to `budget_end` (constant without one).
+clipped to [0, 1]. The plain (1 - budget) quantile would miss the target: hysteresis, the dwell and the
+safety overrides all add teacher decisions beyond the fraction of errors above the threshold (on a lognormal
+error with the default release ratio: 0.39 instead of 0.30 with a dwell of 1, 0.55 with the default 3).
+The calibrated threshold is deliberately not clamped to [threshold_end, threshold_start]: a clamp would
+stop the rate from tracking the budget exactly when the error distribution lies outside that band, which is
+when a budget is needed. The safety overrides are never suppressed by the budget; they only crowd out
+error-driven takeovers.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, ValidationInfo, field_validator
+
+from policies.config import Config
+
+REASONS = (  # stable identifiers: logs and dashboards key on them
+    "teacher_unavailable",
+    "student_out_of_contract",
+    "skill_disagreement",
+    "holding",
+    "error_unknown",
+    "error_below_release",
+    "error_above_threshold",
+    "student_confident",
+)
+SOURCES = ("student", "teacher")  # by use_teacher, for Gate.counts keys
+UNAVAILABLE, OUT_OF_CONTRACT, DISAGREEMENT, HOLDING, UNKNOWN, BELOW_RELEASE, ABOVE, CONFIDENT = range(8)
+
+
+class GateConfig(Config):
+    """OPD gate: threshold schedule or budget, hysteresis, dwell and safety overrides."""
+
+    threshold_start: float = Field(0.15, gt=0)  # takeover error at step 0, stds (seed 003, 3.4)
+    threshold_end: float = Field(0.05, gt=0)  # takeover error from decay_steps on, stds
+    decay_steps: int = Field(100_000, ge=0)  # decay length, learner steps (summed over envs); 0 = constant
+    schedule: Literal["exponential", "linear", "constant"] = "exponential"  # decay; exponential = geometric
+    release_ratio: float = Field(0.7, gt=0, le=1)  # teacher hands back below release_ratio * threshold, 1
+    # 3 decisions span the state predictor's 3-step horizon (seed 003, 3.4): the takeover outlives the error.
+    min_teacher_steps: int = Field(3, ge=1)  # decisions the teacher keeps control once it took over
+    budget: float | None = Field(None, gt=0, lt=1)  # target teacher rate, fraction of decisions; None = off
+    # A student that starts untrained needs the teacher often and less as it learns: the budget follows the
+    # threshold's schedule from `budget` to `budget_end` over decay_steps.
+    budget_end: float | None = Field(None, gt=0, lt=1)  # teacher rate from decay_steps on; None = budget
+    budget_window: int = Field(2_000, ge=1)  # recent finite errors (all envs) the quantile is over, errors
+    budget_min_samples: int = Field(200, ge=1)  # finite errors seen before the quantile replaces the schedule
+    budget_gain: float = Field(0.005, gt=0, le=1)  # calibration step of beta per unit rate error, 1/decision
+    disagree_s: float = Field(0.5, ge=0)  # skill disagreement longer than this hands over, s; 0 = off
+    max_events: int = Field(10_000, ge=1)  # switch events kept in Gate.events, events
+
+    @field_validator("threshold_end")
+    @classmethod
+    def _end_not_above_start(cls, v: float, info: ValidationInfo) -> float:
+        start = info.data.get("threshold_start")
+        if start is not None and v > start:
+            raise ValueError(f"threshold_end = {v} must not exceed threshold_start = {start}: it decays")
+        return v
+
+    @field_validator("budget_min_samples")
+    @classmethod
+    def _warmup_fits_window(cls, v: int, info: ValidationInfo) -> int:
+        window = info.data.get("budget_window")
+        if window is not None and v > window:
+            raise ValueError(f"budget_min_samples = {v} must not exceed budget_window = {window}")
+        return v
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """One decision for N envs."""
+
+    use_teacher: np.ndarray  # (N,) bool: the teacher's action is executed
+    reason: tuple[str, ...]  # (N,) why this source acts, one of REASONS
+    threshold: float  # switch-to-teacher threshold used, stds
+    release: float  # switch-back threshold used, stds
+    switched: np.ndarray  # (N,) bool: the source changed at this decision
+
+
+@dataclass(frozen=True)
+class SwitchEvent:
+    """A change of source in one env."""
+
+    env: int  # env index
+    time_s: float  # the env's `now`, s
+    step: int  # learner step
+    to_teacher: bool  # True: student -> teacher
+    reason: str  # one of REASONS
+    error: float  # prediction error at the switch, stds (NaN = unknown)
+    threshold: float  # switch-to-teacher threshold in force (release is release_ratio times it), stds
+
+
+class Gate:
+    """Vectorised switch between student and teacher for N envs; numpy only, so trainer and node share it."""
+
+    def __init__(self, cfg: GateConfig, num_envs: int) -> None:
+        if cfg.budget_window < num_envs:
+            raise ValueError(f"budget_window = {cfg.budget_window} must hold one decision of {num_envs} envs")
+        self.cfg, self.num_envs = cfg, num_envs
+        self._teacher = np.zeros(num_envs, bool)  # (N,) source of the last decision
+        self._held = np.zeros(num_envs, np.int64)  # (N,) decisions the teacher has acted in a row
+        self._disagree_since = np.full(num_envs, np.nan)  # (N,) s; NaN = skills agree
+        self._window = np.zeros(cfg.budget_window)  # ring of recent finite errors, stds
+        self._seen = 0  # finite errors recorded in total
+        self._beta = cfg.budget or 0.0  # calibrated quantile level: threshold = quantile(1 - beta)
+        self.events: collections.deque[SwitchEvent] = collections.deque(maxlen=cfg.max_events)
+        self.counts: collections.Counter[str] = collections.Counter()  # "teacher/holding" -> decisions
+
+    def _calibrated(self) -> bool:
+        seen = min(self._seen, self.cfg.budget_window)
+        return self.cfg.budget is not None and seen >= self.cfg.budget_min_samples
+
+    def threshold(self, step: int) -> float:
+        """Switch-to-teacher threshold, stds: the schedule at learner `step`, or the calibrated quantile."""
+        if step < 0:
+            raise ValueError(f"step = {step} must be >= 0")
+        if self._calibrated():
+            return float(np.quantile(self._window[: min(self._seen, self._window.size)], 1.0 - self._beta))
+        c = self.cfg
+        return self._scheduled(c.threshold_start, c.threshold_end, step)
+
+    def budget(self, step: int) -> float | None:
+        """Target teacher rate at learner `step` (None: no budget)."""
+        c = self.cfg
+        if c.budget is None:
+            return None
+        return self._scheduled(c.budget, c.budget if c.budget_end is None else c.budget_end, step)
+
+    def _scheduled(self, start: float, end: float, step: int) -> float:
+        """`start` decayed towards `end` at learner `step` by the configured schedule."""
+        c = self.cfg
+        if c.schedule == "constant" or c.decay_steps == 0:
+            return start
+        frac = min(step / c.decay_steps, 1.0)
+        if c.schedule == "linear":
+            return start + frac * (end - start)
+        return start * (end / start) ** frac
+
+    def decide(
+        self,
+        step: int,
+        now: np.ndarray,
+        error: np.ndarray,
+        student_skill: np.ndarray,
+        teacher_skill: np.ndarray,
+        student_in_contract: np.ndarray,
+        teacher_ok: np.ndarray,
+    ) -> GateDecision:
+        """Pick the acting source per env by the module's rules, record the errors and log switches.
+
+        Args: learner step; per env (N,): time s, prediction error stds (NaN = unknown), student and teacher
+        skill ids, whether the student's raw action was within the skill contract, whether a fresh teacher
+        action exists.
+        """
+        now, error = self._vec(now, np.float64, "now"), self._vec(error, np.float64, "error")
+        student_skill = self._vec(student_skill, np.int64, "student_skill")
+        differ = student_skill != self._vec(teacher_skill, np.int64, "teacher_skill")
+        in_contract = self._vec(student_in_contract, bool, "student_in_contract")
+        ok = self._vec(teacher_ok, bool, "teacher_ok")
+        calibrated, threshold = self._calibrated(), self.threshold(step)
+        release = self.cfg.release_ratio * threshold
+
+        # The comparison needs a fresh teacher skill: a silent teacher restarts the timer.
+        started = np.where(np.isnan(self._disagree_since), now, self._disagree_since)
+        self._disagree_since = np.where(differ & ok, started, np.nan)
+        limit = self.cfg.disagree_s
+        disagree = (limit > 0) & (now - self._disagree_since > limit)  # NaN since: False
+
+        was = self._teacher
+        rules = (  # (condition, reason, teacher acts); first match wins
+            (~ok, UNAVAILABLE, False),
+            (~in_contract, OUT_OF_CONTRACT, True),
+            (disagree, DISAGREEMENT, True),
+            (was & (self._held < self.cfg.min_teacher_steps), HOLDING, True),
+            (np.isnan(error), UNKNOWN, was),
+            (was & (error < release), BELOW_RELEASE, False),
+            (was, HOLDING, True),
+            (error > threshold, ABOVE, True),
+        )
+        conditions = [c for c, _, _ in rules]
+        reason = np.select(conditions, [r for _, r, _ in rules], CONFIDENT)  # (N,) index into REASONS
+        teacher = np.select(conditions, [t for _, _, t in rules], False).astype(bool)  # (N,)
+        switched = teacher != was
+
+        self._held = np.where(teacher, self._held + 1, 0)
+        self._teacher = teacher.copy()  # the decision's array is the caller's
+        self._record(error[np.isfinite(error)])
+        if calibrated and ok.any():
+            beta = self._beta + self.cfg.budget_gain * (self.budget(step) - teacher[ok].mean())
+            self._beta = float(np.clip(beta, 0.0, 1.0))
+        names = tuple(REASONS[r] for r in reason)
+        self.counts.update(f"{SOURCES[t]}/{n}" for t, n in zip(teacher.tolist(), names, strict=True))
+        for e in np.flatnonzero(switched):
+            err = float(error[e])
+            self.events.append(
+                SwitchEvent(int(e), float(now[e]), step, bool(teacher[e]), names[e], err, threshold)
+            )
+        return GateDecision(teacher, names, threshold, release, switched)
+
+    def reset(self, envs: np.ndarray | None = None) -> None:
+        """New episode for `envs` (indices or an (N,) bool mask; None = all): the student acts, timers clear.
+
+        The hand-back is not a switch event: no decision was made. The error window and the calibration
+        stay, since they describe the predictor, not the episode.
+        """
+        idx = slice(None) if envs is None else np.asarray(envs)
+        self._teacher[idx] = False
+        self._held[idx] = 0
+        self._disagree_since[idx] = np.nan
+
+    def _record(self, errors: np.ndarray) -> None:
+        """Append finite errors to the ring; __init__ guarantees one decision fits."""
+        pos = (self._seen + np.arange(errors.size)) % self._window.size
+        self._window[pos] = errors
+        self._seen += errors.size
+
+    def _vec(self, x: np.ndarray, dtype: type, name: str) -> np.ndarray:
+        """`x` as an (N,) array of `dtype`; a wrong shape is the caller's bug, named."""
+        x = np.asarray(x, dtype)
+        if x.shape != (self.num_envs,):
+            raise ValueError(f"{name} has shape {x.shape}, expected ({self.num_envs},)")
+        return x
+
+    def state_dict(self) -> dict:
+        """Plain types only, so training checkpoints load with torch.load(weights_only=True)."""
+        size = self._window.size
+        oldest = self._seen % size if self._seen >= size else 0  # ring position of the oldest error
+        window = np.roll(self._window[: min(self._seen, size)], -oldest)  # (W,) oldest first
+        return {
+            "teacher": self._teacher.tolist(),
+            "held": self._held.tolist(),
+            "disagree_since": self._disagree_since.tolist(),
+            "window": window.tolist(),
+            "beta": self._beta,
+            "counts": dict(self.counts),
+            "events": [asdict(e) for e in self.events],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore from `state_dict`; the window keeps its newest `budget_window` errors."""
+        if len(state["teacher"]) != self.num_envs:
+            raise ValueError(f"state holds {len(state['teacher'])} envs, this gate {self.num_envs}")
+        self._teacher = np.asarray(state["teacher"], bool)
+        self._held = np.asarray(state["held"], np.int64)
+        self._disagree_since = np.asarray(state["disagree_since"], np.float64)
+        window = np.asarray(state["window"], np.float64)[-self._window.size :]
+        self._window[: window.size], self._seen = window, window.size
+        self._beta = float(state["beta"])
+        self.counts = collections.Counter(state["counts"])
+        self.events.clear()
+        self.events.extend(SwitchEvent(**e) for e in state["events"])

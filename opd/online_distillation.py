@@ -1,0 +1,480 @@
+"""Online Policy Distillation (OPD): a gated student/teacher switch and a student that learns while it acts.
+
+Seed 003, section 3.4: a teacher (simulation, true undelayed state) and a student (robot, ~120 ms late,
+noisy camera + IMU) write to ONE timestamp-aligned state buffer; an LSTM predictor (last 5 student frames
+in, horizons 1..3 out) estimates what the teacher sees; when its error exceeds a threshold (0.15 at the
+start, decaying) the teacher's action is executed, otherwise the student's; the student learns from the
+action KL plus the state-prediction error.
+
+How this class does it, per env (N envs side by side; N = 1 on a live robot):
+- `observe_teacher(stamp, privileged, skill, now)`: the frozen teacher acts on the true state; the entry
+  (state, skill, parameters, logits) joins the env's `AlignedBuffer` at its stamp.
+- `observe_student(envs, stamp, frame, now)`: a new camera frame (measured at `stamp`, arriving later) is
+  encoded by the acting student; the head gives the student's action and the predictor, over the env's last
+  `history` embeddings, the teacher-side state at stamp + h periods (h = 1..horizon), in units of the
+  teacher state's std.
+- `act(now)`: the prediction error of the newest frame whose targets the teacher stream has already reached
+  (RMS over fields, mean over the horizons resolved) goes to the `Gate`, which picks the executed action.
+- `process_step(now, done)`: frames whose teacher partners are in are popped from the buffer as aligned
+  (student frame, teacher state, teacher action) samples into the learner's own `SampleStore`.
+- `update()`: one gradient step on a batch of the store: KL(teacher || student) on the skill logits, the
+  masked loss on the teacher's skill's parameters and the state-prediction loss, which reaches the encoder
+  through the newest frame of the window. Acting uses a copy of the weights (`acting`), refreshed by
+  `sync_policy`, so an act never waits for a gradient step and never sees a half-applied one.
+
+The teacher is frozen: eval mode, no gradients, and not in the optimiser.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from opd.aligned_buffer import AlignConfig, AlignedBuffer, AlignedSample, StudentEntry, TeacherEntry
+from opd.gate import Gate, GateConfig
+from opd.novelty import EnsembleNovelty, NoveltyConfig
+from opd.sample_store import SampleStore, StoreSpec
+from policies.config import Config
+from policies.distill_losses import categorical_kl, masked_param_loss
+from policies.state_predictor import PredictorConfig, StatePredictor
+from policies.student_policy import StudentPolicy
+from policies.teacher_policy import TeacherPolicy, teacher_features
+
+Switch = Literal["predictor", "novelty", "student", "teacher"]
+FRAME_KEYS = ("image", "imu", "skill", "progress", "step")  # raw student inputs, as the encoder takes them
+
+
+class DistillConfig(Config):
+    """Distillation losses and the learner's optimiser."""
+
+    skill_kl: float = Field(1.0, ge=0)  # weight of KL(teacher || student) on skill logits, 1
+    params: float = Field(1.0, ge=0)  # weight of the masked parameter loss (half-range units), 1
+    state_pred: float = Field(1.0, ge=0)  # weight of the state-prediction loss (teacher-state std units), 1
+    novelty: float = Field(1.0, ge=0)  # weight of the ensemble's own loss (method `novelty` only), 1
+    lr: float = Field(3e-4, gt=0)  # Adam learning rate
+    batch_size: int = Field(64, ge=1)  # samples per update
+    capacity: int = Field(20_000, ge=1)  # aligned samples kept (first in, first out), samples
+    grad_clip: float = Field(10.0, gt=0)  # max global gradient norm
+    train_encoder: bool = True  # False: frames are embeddings of a fixed encoder (the live node)
+    sync_every: int = Field(1, ge=1)  # updates between copies of the learner into the acting student
+    state_std_min: float = Field(0.01, gt=0)  # floor of a teacher-state field's std, field units
+
+
+class OPDConfig(Config):
+    """The OPD core: which signal gates the teacher, the buffer, the gate, the losses, the predictor."""
+
+    # predictor: OPD; novelty: ensemble disagreement (ThriftyDAgger-style); student: the student always
+    # acts and the teacher only labels (DAgger); teacher: the teacher always acts (behaviour cloning).
+    switch: Switch = "predictor"
+    align: AlignConfig = Field(default_factory=AlignConfig)
+    gate: GateConfig = Field(default_factory=GateConfig)
+    distill: DistillConfig = Field(default_factory=DistillConfig)
+    predictor: PredictorConfig = Field(default_factory=PredictorConfig)
+    novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The executed action of N envs and why. Shapes: (N,) except params (N, P)."""
+
+    skill: np.ndarray
+    params: np.ndarray
+    use_teacher: np.ndarray
+    reason: tuple[str, ...]
+    error: np.ndarray  # the gate's input: prediction error or disagreement, NaN = unknown
+    threshold: float
+
+
+@dataclass
+class EpisodeMetrics:
+    """One finished episode of one env, as `agent train student` logs it."""
+
+    steps: int = 0
+    teacher_steps: int = 0
+    switches: int = 0
+    agree_steps: int = 0  # decisions where the student's skill matched the teacher's
+    param_error_sum: float = 0.0  # masked, half-range units, summed over agreeing decisions
+    horizon_error_sum: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    horizon_count: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    outcome: str = "running"
+
+    def summary(self, control_hz: float) -> dict[str, Any]:
+        minutes = max(self.steps / control_hz / 60.0, 1e-9)
+        counts = np.maximum(self.horizon_count, 1)
+        return {
+            "success": self.outcome == "success",
+            "outcome": self.outcome,
+            "steps": self.steps,
+            "intervention_rate": self.teacher_steps / max(self.steps, 1),
+            "switches_per_min": self.switches / minutes,
+            "skill_agreement": self.agree_steps / max(self.steps, 1),
+            "param_error": self.param_error_sum / max(self.agree_steps, 1),
+            "pred_error": [float(e) for e in self.horizon_error_sum / counts],
+        }
+
+
+class OnlineDistillation:
+    """The OPD learner: act, process_step, update (-> losses), save/load, get_policy."""
+
+    def __init__(
+        self, student: StudentPolicy, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int, seed: int = 0
+    ) -> None:
+        if teacher is None:
+            raise ValueError("OPD needs a trained teacher: pass the frozen TeacherPolicy")
+        self.cfg, self.num_envs = cfg, num_envs
+        self.teacher = teacher.eval().requires_grad_(False)
+        self.contract = student.contract
+        k, p = self.contract.num_skills, self.contract.num_params
+        self.state_dim = teacher.obs_dim - k  # the teacher reads the privileged state + the skill one-hot
+        ec = student.cfg.encoder
+        self.predictor_cfg = cfg.predictor.model_copy(
+            update={"in_dim": ec.embed_dim, "out_dim": self.state_dim}
+        )
+        if cfg.predictor.out_dim not in (None, self.state_dim):
+            raise ValueError(
+                f"predictor.out_dim ({cfg.predictor.out_dim}) must equal the teacher's privileged state "
+                f"width ({self.state_dim})"
+            )
+        # The buffer's windows and targets are the predictor's input and output: one definition.
+        self.align = align = cfg.align.model_copy(
+            update={"history": cfg.predictor.history, "horizon": cfg.predictor.horizon}
+        )
+        self.student = student.train()
+        self.predictor = StatePredictor(self.predictor_cfg).train()
+        self.novelty = (
+            EnsembleNovelty(ec.embed_dim, self.contract, cfg.novelty) if cfg.switch == "novelty" else None
+        )
+        self.lock = threading.Lock()  # guards the acting copies against sync_policy from a learner thread
+        self.acting, self.acting_predictor, self.acting_novelty = self._copies()
+        params = list(self.student.parameters()) + list(self.predictor.parameters())
+        if self.novelty is not None:
+            params += list(self.novelty.parameters())
+        if not cfg.distill.train_encoder:
+            self.student.encoder.requires_grad_(False)
+            params = [q for q in params if q.requires_grad]
+        self.optimizer = torch.optim.Adam(params, lr=cfg.distill.lr)
+        # Teacher-state scale for the predictor: the teacher's own observation statistics (fixed, so an
+        # error means the same at every step of training).
+        norm = self.teacher.norm
+        self.state_mean = norm.mean[: self.state_dim].numpy().astype(np.float32)
+        self.state_std = np.maximum(norm.var[: self.state_dim].sqrt().numpy(), cfg.distill.state_std_min)
+        self.state_std = self.state_std.astype(np.float32)
+        image = (ec.image.height, ec.image.width, 3) if cfg.distill.train_encoder else None
+        spec = StoreSpec(
+            image, ec.imu.window, ec.embed_dim, align.history, align.horizon, self.state_dim, k, p
+        )
+        self.store = SampleStore(spec, cfg.distill.capacity)
+        self.buffers = [AlignedBuffer(align) for _ in range(num_envs)]
+        self.gate = Gate(cfg.gate, num_envs)
+        self.rng = np.random.default_rng(seed)
+        self.steps = 0  # decisions, summed over envs
+        self.updates = 0
+        # per-env acting state
+        n = num_envs
+        self._window: list[deque[np.ndarray]] = [deque(maxlen=align.history) for _ in range(n)]
+        self._predictions: list[deque[tuple[float, np.ndarray]]] = [deque(maxlen=8) for _ in range(n)]
+        self._novelty_score = np.full(n, np.nan)
+        self._has_student = np.zeros(n, dtype=bool)
+        self._student_skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
+        self._student_params = np.tile(self.contract.layout.defaults, (n, 1)).astype(np.float64)
+        self._student_ok = np.zeros(n, dtype=bool)  # the student's action is finite (inside the contract)
+        self._teacher_skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
+        self._teacher_params = self._student_params.copy()
+        self._teacher_seen = np.zeros(n, dtype=bool)
+        self._using_teacher = np.zeros(n, dtype=bool)
+        self.metrics = [self._new_metrics() for _ in range(n)]
+
+    # ---- acting -------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def observe_teacher(
+        self, stamp: np.ndarray, privileged: np.ndarray, active_skill: np.ndarray, now: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The frozen teacher acts on the true state of every env and its entry joins the buffer.
+
+        Shapes: stamp (N,) s, privileged (N, Dq), active_skill (N,), now (N,) s -> skill (N,), params (N, P).
+        """
+        feats = teacher_features(privileged, active_skill, self.contract.num_skills)
+        dist = self.teacher(torch.from_numpy(feats))
+        skill, params = self.teacher.head.deterministic(dist)
+        skill, params, logits = skill.numpy(), params.double().numpy(), dist.logits.numpy()
+        for i, buf in enumerate(self.buffers):
+            entry = TeacherEntry(
+                float(stamp[i]),
+                privileged[i].astype(np.float32),
+                int(skill[i]),
+                params[i].astype(np.float32),
+                logits[i].astype(np.float32),
+            )
+            buf.add_teacher(entry, float(now[i]))
+        self._teacher_skill[:], self._teacher_params[:] = skill, params
+        self._teacher_seen[:] = True
+        return skill, params
+
+    @torch.no_grad()
+    def observe_student(
+        self, envs: np.ndarray, stamp: np.ndarray, frame: dict[str, np.ndarray], now: np.ndarray
+    ) -> None:
+        """New student frames for `envs` (M,): encode, act, predict, and join the buffer.
+
+        `frame` holds the encoder's inputs (`FRAME_KEYS`, each with a leading M axis) or, with a fixed
+        encoder, "embedding" (M, E). stamp (M,) is each frame's measurement time, now (M,) its arrival.
+        """
+        with self.lock:
+            if "embedding" in frame:
+                emb = torch.as_tensor(frame["embedding"], dtype=torch.float32)
+            else:
+                inputs = [torch.as_tensor(frame[k]) for k in FRAME_KEYS]
+                emb, _ = self.acting.encoder(*inputs)  # (M, E)
+            skill, params = self.acting.head.deterministic(self.acting.head(emb))
+            emb_np = emb.numpy()
+            # Only frames the buffer accepts (not late, duplicate or non-finite) act and enter the windows,
+            # so the acting window and the training windows hold the same frames.
+            payloads = [{k: np.array(frame[k][j]) for k in frame} for j in range(len(envs))]
+            accepted = np.array(
+                [
+                    self.buffers[i].add_student(
+                        StudentEntry(float(stamp[j]), emb_np[j], payloads[j]), float(now[j])
+                    )
+                    for j, i in enumerate(envs)
+                ],
+                dtype=bool,
+            )
+            if not accepted.any():
+                return
+            sel = np.flatnonzero(accepted)
+            windows = np.zeros((sel.size, self.align.history, emb.shape[1]), np.float32)
+            for row, j in enumerate(sel):
+                window = self._window[envs[j]]
+                window.append(emb_np[j])
+                windows[row, -len(window) :] = list(window)  # (T, E), zero rows before the first frame
+            h0, c0 = self.acting_predictor.initial_state(sel.size)
+            pred, _, _ = self.acting_predictor(torch.from_numpy(windows), h0, c0)  # (M', H, Dq) normalised
+            if self.acting_novelty is not None:
+                self._novelty_score[envs[sel]] = self.acting_novelty.disagreement(emb[sel]).numpy()
+        for row, j in enumerate(sel):
+            i = envs[j]
+            payloads[j]["prediction"] = pred[row].numpy()  # the buffer hands the payload back with the sample
+            self._predictions[i].append((float(stamp[j]), payloads[j]["prediction"]))
+            self._student_skill[i], self._student_params[i] = int(skill[j]), params[j].double().numpy()
+            self._student_ok[i] = bool(np.isfinite(self._student_params[i]).all())
+            self._has_student[i] = True
+
+    def act(self, now: np.ndarray, teacher_ok: np.ndarray | None = None) -> Decision:
+        """The executed action of every env: the gate's choice between the student and the teacher.
+
+        An env with no student frame yet is driven by the teacher (or the safe action without one).
+        """
+        n = self.num_envs
+        teacher_ok = self._teacher_seen.copy() if teacher_ok is None else teacher_ok & self._teacher_seen
+        error = self._novelty_score.copy() if self.cfg.switch == "novelty" else self._prediction_errors()
+        if self.cfg.switch == "student":
+            use, reason, threshold = np.zeros(n, dtype=bool), ("forced_student",) * n, float("nan")
+        elif self.cfg.switch == "teacher":
+            use, threshold = teacher_ok.copy(), float("nan")
+            reason = tuple("forced_teacher" if ok else "teacher_unavailable" for ok in teacher_ok)
+        else:
+            # no frame yet is no contract violation: such envs are driven below, outside the gate's rules
+            in_contract = self._student_ok | ~self._has_student
+            d = self.gate.decide(
+                self.steps, now, error, self._student_skill, self._teacher_skill, in_contract, teacher_ok
+            )
+            use, reason, threshold = d.use_teacher, d.reason, d.threshold
+        no_student = ~self._has_student | ~self._student_ok
+        use = np.where(no_student, teacher_ok, use)
+        skill = np.where(use, self._teacher_skill, self._student_skill)
+        params = np.where(use[:, None], self._teacher_params, self._student_params)
+        unsafe = no_student & ~teacher_ok
+        skill[unsafe] = self.contract.safe_skill_id
+        params[unsafe] = self.contract.layout.defaults
+        reason = tuple("no_input_safe_action" if u else r for u, r in zip(unsafe, reason, strict=True))
+        self._track(use, use != self._using_teacher)
+        self._using_teacher = use.copy()
+        self.steps += n
+        return Decision(skill.astype(np.int64), params, use, reason, error, threshold)
+
+    def _prediction_errors(self) -> np.ndarray:
+        """Per env: RMS error (std units) of the newest prediction the teacher stream has reached, averaged
+        over its resolved horizons; NaN when none is resolved yet. Shape: (N,)."""
+        out = np.full(self.num_envs, np.nan)
+        period = self.align.period_s
+        for i, preds in enumerate(self._predictions):
+            for stamp, pred in reversed(preds):
+                errs = []
+                for h in range(pred.shape[0]):
+                    entry = self.buffers[i].teacher_at(stamp + (h + 1) * period)
+                    if entry is not None:
+                        diff = pred[h] - self._normalise(entry.state)
+                        errs.append(float(np.sqrt(np.mean(diff**2))))
+                if errs:
+                    out[i] = float(np.mean(errs))
+                    break
+        return out
+
+    def _normalise(self, state: np.ndarray) -> np.ndarray:
+        return (state - self.state_mean) / self.state_std
+
+    def _track(self, use_teacher: np.ndarray, switched: np.ndarray) -> None:
+        head = self.teacher.head
+        t_skill = torch.from_numpy(self._teacher_skill)
+        mask = head.slot_mask(t_skill).numpy()
+        half = (head.high - head.low).numpy() / 2.0
+        for i, m in enumerate(self.metrics):
+            m.switches += int(switched[i] and m.steps > 0)  # the first decision of an episode is no switch
+            m.steps += 1
+            m.teacher_steps += int(use_teacher[i])
+            if self._student_skill[i] == self._teacher_skill[i]:
+                m.agree_steps += 1
+                err = ((self._student_params[i] - self._teacher_params[i]) / half) ** 2 * mask[i]
+                m.param_error_sum += float(err.sum() / max(mask[i].sum(), 1.0))
+
+    # ---- data -------------------------------------------------------------------------------------
+    def process_step(
+        self, now: np.ndarray, done: np.ndarray, outcomes: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Move aligned samples into the store; finish the episodes of `done` (N,) envs.
+
+        Returns the metric summaries of the finished episodes (`EpisodeMetrics.summary`).
+        """
+        finished = []
+        for i, buf in enumerate(self.buffers):
+            # an ended episode flushes its pending frames: no teacher entry will come for them any more
+            t = float(now[i]) + (self.align.max_wait_s + 1.0 if done[i] else 0.0)
+            for sample in buf.pop_ready(t):
+                self._store(i, sample)
+            if done[i]:
+                m = self.metrics[i]
+                m.outcome = outcomes[i] if outcomes else "done"
+                finished.append(m.summary(1.0 / self.align.period_s))
+                self.reset_env(i)
+        return finished
+
+    def reset_env(self, i: int) -> None:
+        """A new episode for env i: buffer, windows, gate timers and metrics start afresh."""
+        self.buffers[i].reset()
+        self.gate.reset(np.array([i]))
+        self._window[i].clear()
+        self._predictions[i].clear()
+        self._has_student[i] = self._student_ok[i] = self._teacher_seen[i] = self._using_teacher[i] = False
+        self._novelty_score[i] = np.nan
+        self.metrics[i] = self._new_metrics()
+
+    def _store(self, env: int, s: AlignedSample) -> None:
+        future = np.where(s.future_mask[:, None], self._normalise(s.future), 0.0)  # (H, Dq)
+        pred = s.payload["prediction"]
+        m = self.metrics[env]
+        err = np.sqrt(np.mean((pred - future) ** 2, axis=1))  # (H,) per-horizon RMS error
+        m.horizon_error_sum += np.where(s.future_mask, err, 0.0)
+        m.horizon_count += s.future_mask
+        row = {
+            "embedding": s.window[-1],
+            "window": s.window,
+            "window_mask": s.window_mask,
+            "teacher_logits": s.teacher.logits,
+            "teacher_skill": s.teacher.skill,
+            "teacher_params": s.teacher.params,
+            "future": future,
+            "future_mask": s.future_mask,
+        }
+        if self.store.spec.image_shape is not None:
+            row.update({k: s.payload[k] for k in FRAME_KEYS})
+        self.store.add(row)
+
+    def _new_metrics(self) -> EpisodeMetrics:
+        h = self.align.horizon
+        return EpisodeMetrics(horizon_error_sum=np.zeros(h), horizon_count=np.zeros(h))
+
+    # ---- learning ------------------------------------------------------------------------------------
+    def update(self) -> dict[str, float]:
+        """One gradient step on a batch of the store; {} while it holds less than a batch."""
+        cfg = self.cfg.distill
+        if len(self.store) < cfg.batch_size:
+            return {}
+        b = self.store.sample(cfg.batch_size, self.rng)
+        if cfg.train_encoder:
+            emb, _ = self.student.encoder(*(b[k] for k in FRAME_KEYS))  # (B, E)
+        else:
+            emb = b["embedding"]
+        head = self.student.head
+        dist = head(emb)
+        kl = categorical_kl(b["teacher_logits"], dist.logits).mean()
+        mask = head.slot_mask(b["teacher_skill"])
+        p_loss = masked_param_loss(
+            head.to_bounds(dist.mean), b["teacher_params"], mask, head.low, head.high
+        ).mean()
+        window = torch.cat([b["window"][:, :-1], emb[:, None]], dim=1)  # (B, T, E), newest with gradient
+        h0, c0 = self.predictor.initial_state(cfg.batch_size)
+        pred, _, _ = self.predictor(window, h0, c0)  # (B, H, Dq)
+        fmask = b["future_mask"].float()[..., None]  # (B, H, 1)
+        s_loss = ((pred - b["future"]) ** 2 * fmask).sum() / (fmask.sum() * pred.shape[-1]).clamp(min=1)
+        loss = cfg.skill_kl * kl + cfg.params * p_loss + cfg.state_pred * s_loss
+        losses = {"loss/skill_kl": kl.item(), "loss/params": p_loss.item(), "loss/state_pred": s_loss.item()}
+        if self.novelty is not None:
+            n_loss = self.novelty.loss(emb, b["teacher_logits"], b["teacher_skill"], b["teacher_params"])
+            loss = loss + cfg.novelty * n_loss
+            losses["loss/novelty"] = n_loss.item()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [q for g in self.optimizer.param_groups for q in g["params"]]
+        losses["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % cfg.sync_every == 0:
+            self.sync_policy()
+        return losses
+
+    def sync_policy(self) -> None:
+        """Copy the learner's weights into the acting student, predictor and ensemble."""
+        acting, predictor, novelty = self._copies()
+        with self.lock:
+            self.acting, self.acting_predictor, self.acting_novelty = acting, predictor, novelty
+
+    def _copies(self) -> tuple[StudentPolicy, StatePredictor, EnsembleNovelty | None]:
+        def frozen(m: torch.nn.Module) -> Any:
+            return copy.deepcopy(m).eval().requires_grad_(False)
+
+        return (
+            frozen(self.student),
+            frozen(self.predictor),
+            None if self.novelty is None else frozen(self.novelty),
+        )
+
+    def get_policy(self) -> tuple[StudentPolicy, StatePredictor]:
+        """The acting student and predictor (eval mode): what `export_artifact` writes."""
+        with self.lock:
+            return self.acting, self.acting_predictor
+
+    # ---- checkpoints -----------------------------------------------------------------------------------
+    def save(self) -> dict[str, Any]:
+        """Learner state (tensors and plain values only: loadable with weights_only=True)."""
+        return {
+            "student": self.student.state_dict(),
+            "predictor": self.predictor.state_dict(),
+            "novelty": None if self.novelty is None else self.novelty.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "gate": self.gate.state_dict(),
+            "steps": self.steps,
+            "updates": self.updates,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Restore `save()`; a checkpoint of another config (shapes) is refused with the mismatch named."""
+        try:
+            self.student.load_state_dict(state["student"])
+            self.predictor.load_state_dict(state["predictor"])
+            if self.novelty is not None:
+                self.novelty.load_state_dict(state["novelty"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"OPD checkpoint does not fit this learner's config: {err}") from None
+        self.gate.load_state_dict(state["gate"])
+        self.steps, self.updates = int(state["steps"]), int(state["updates"])
+        self.rng.bit_generator.state = state["rng"]
+        self.sync_policy()

@@ -1,0 +1,236 @@
+"""The OPD learner on a synthetic stream: alignment, the gate's choice, learning, a frozen teacher, resume."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from opd.online_distillation import OnlineDistillation, OPDConfig
+from policies.export import DEFAULT_CONTRACT
+from policies.skill_contract import SkillContract
+from policies.student_policy import StudentConfig, StudentPolicy
+from policies.teacher_policy import TeacherConfig, TeacherPolicy
+
+DQ = 6  # teacher-side state width of the synthetic robot
+PERIOD = 0.05
+LATENCY = 0.12  # student frames arrive this late, s
+
+
+@pytest.fixture(scope="module")
+def contract() -> SkillContract:
+    return SkillContract.load(DEFAULT_CONTRACT)
+
+
+@pytest.fixture(scope="module")
+def student_cfg() -> StudentConfig:
+    return StudentConfig.from_dict({
+        "encoder": {
+            "image": {"backbone": "resnet18", "stages": 1, "height": 32, "width": 32},
+            "imu": {"window": 32, "conv_channels": [8, 16]},
+            "fusion": {"dim": 32, "heads": 4, "queries": 2},
+            "embed_dim": 32,
+        },
+        "head": {"hidden": [32]},
+    })  # fmt: skip
+
+
+def make_learner(contract, student_cfg, n=2, seed=0, **opd) -> OnlineDistillation:
+    torch.manual_seed(seed)
+    teacher = TeacherPolicy(DQ + contract.num_skills, contract, TeacherConfig(hidden=[16]))
+    cfg = OPDConfig.from_dict({
+        "distill": {"train_encoder": False, "batch_size": 16, "capacity": 500, "lr": 3e-3},
+        "align": {"period_s": PERIOD},
+        **opd,
+    })  # fmt: skip
+    return OnlineDistillation(StudentPolicy(student_cfg, contract), teacher, cfg, n, seed=seed)
+
+
+def state_at(t: np.ndarray) -> np.ndarray:
+    """Synthetic privileged state at times t: smooth in t, so the future is predictable. Shape: (N, DQ)."""
+    k = np.arange(DQ)
+    return np.sin(np.asarray(t)[:, None] * (0.5 + k) + k).astype(np.float32)
+
+
+def run(learner: OnlineDistillation, steps: int, t0: float = 0.0, embed_dim: int = 32) -> list:
+    """Drive every env for `steps` periods: the teacher sees the state now, the student a frame taken
+    LATENCY ago (its features: the state then, padded to the embedding width). Returns the decisions."""
+    n = learner.num_envs
+    decisions = []
+    for k in range(steps):
+        now = np.full(n, t0 + k * PERIOD)
+        learner.observe_teacher(now, state_at(now), np.zeros(n, np.int64), now)
+        stamp = now - LATENCY
+        if stamp[0] >= 0 and k % 2 == 0:  # a camera slower than the control loop
+            feats = np.zeros((n, embed_dim), np.float32)
+            feats[:, :DQ] = state_at(stamp)
+            feats[:, DQ] = stamp  # lets the tests find the frame's stamp in its sample
+            learner.observe_student(np.arange(n), stamp, {"embedding": feats}, now)
+        decisions.append(learner.act(now))
+        learner.process_step(now + PERIOD, np.zeros(n, bool))
+    return decisions
+
+
+def test_samples_pair_each_frame_with_the_teacher_at_its_stamp_not_its_arrival(contract, student_cfg):
+    learner = make_learner(contract, student_cfg)
+    run(learner, 60)
+    n, rows = len(learner.store), learner.store.arrays
+    assert n > 20
+    stamps = rows["embedding"][:n, DQ]  # run() writes each frame's stamp there
+    assert np.all(stamps <= 60 * PERIOD - LATENCY)
+
+    def nearest_teacher(t: np.ndarray) -> np.ndarray:  # the teacher acts on the period grid
+        return np.round(t / PERIOD) * PERIOD
+
+    for h in range(3):  # the predictor's targets: the teacher's states h + 1 periods after the frame's stamp
+        target = nearest_teacher(stamps + (h + 1) * PERIOD)
+        assert np.all(np.abs(target - stamps - (h + 1) * PERIOD) <= learner.align.tolerance_s)
+        expect = (state_at(target) - learner.state_mean) / learner.state_std
+        ok = rows["future_mask"][:n, h]
+        assert ok.mean() > 0.9
+        np.testing.assert_allclose(rows["future"][:n, h][ok], expect[ok], atol=1e-5)
+    # the label is the teacher's action on the state at the frame's stamp, LATENCY before it arrived
+    skill, params = learner.teacher.act(
+        np.concatenate(
+            [state_at(nearest_teacher(stamps)), np.tile(np.eye(contract.num_skills)[0], (n, 1))], axis=1
+        )
+    )
+    np.testing.assert_array_equal(rows["teacher_skill"][:n], skill)
+    np.testing.assert_allclose(rows["teacher_params"][:n], params, atol=1e-6)
+
+
+def test_the_gate_picks_the_teacher_on_high_error_and_the_student_otherwise(contract, student_cfg):
+    high = make_learner(contract, student_cfg,
+                        gate={"threshold_start": 1e-6, "threshold_end": 1e-6, "disagree_s": 0})  # fmt: skip
+    decisions = run(high, 40)
+    assert decisions[-1].use_teacher.all()
+    assert high.gate.counts["teacher/error_above_threshold"] > 0
+    # the skill-disagreement override off: an untrained student disagrees with the teacher
+    low = make_learner(
+        contract, student_cfg, gate={"threshold_start": 1e6, "threshold_end": 1e6, "disagree_s": 0}
+    )
+    decisions = run(low, 40)
+    assert not decisions[-1].use_teacher.any()
+    np.testing.assert_array_equal(decisions[-1].skill, low._student_skill)
+
+
+def test_without_student_or_teacher_the_safe_action_goes_out(contract, student_cfg):
+    learner = make_learner(contract, student_cfg)
+    d = learner.act(np.zeros(2))
+    assert (d.skill == contract.safe_skill_id).all()
+    assert d.reason == ("no_input_safe_action",) * 2
+    now = np.zeros(2)
+    learner.observe_teacher(now, state_at(now), np.zeros(2, np.int64), now)
+    d = learner.act(now)
+    assert d.use_teacher.all()  # no student frame yet: the teacher drives
+
+
+def test_dagger_never_executes_the_teacher(contract, student_cfg):
+    learner = make_learner(contract, student_cfg, switch="student")
+    decisions = run(learner, 40)
+    first_frame = next(k for k in range(40) if k * PERIOD >= LATENCY and k % 2 == 0)  # as run() sends them
+    assert all(d.use_teacher.all() for d in decisions[:first_frame])  # until then the teacher drives
+    assert not any(d.use_teacher.any() for d in decisions[first_frame:])
+    assert len(learner.store) > 0  # the teacher still labels
+
+
+def test_losses_fall_and_the_teacher_stays_frozen(contract, student_cfg):
+    learner = make_learner(contract, student_cfg)
+    teacher_before = {k: v.clone() for k, v in learner.teacher.state_dict().items()}
+    run(learner, 200)
+    first = learner.update()
+    for _ in range(300):
+        last = learner.update()
+    assert last["loss/state_pred"] < 0.5 * first["loss/state_pred"]
+    assert last["loss/skill_kl"] + last["loss/params"] < 0.5 * (first["loss/skill_kl"] + first["loss/params"])
+    for k, v in learner.teacher.state_dict().items():
+        assert torch.equal(v, teacher_before[k]), f"teacher {k} changed"
+    assert not any(p.requires_grad for p in learner.teacher.parameters())
+    optimised = {id(p) for g in learner.optimizer.param_groups for p in g["params"]}
+    assert not optimised & {id(p) for p in learner.teacher.parameters()}
+
+
+def test_acting_uses_a_copy_that_only_sync_refreshes(contract, student_cfg):
+    learner = make_learner(contract, student_cfg, distill={"train_encoder": False, "batch_size": 16,
+                                                           "sync_every": 1000})  # fmt: skip
+    run(learner, 100)
+    before = [p.clone() for p in learner.acting.parameters()]
+    for _ in range(5):
+        learner.update()
+    assert all(torch.equal(a, b) for a, b in zip(before, learner.acting.parameters(), strict=True))
+    learner.sync_policy()
+    assert not all(torch.equal(a, b) for a, b in zip(before, learner.acting.parameters(), strict=True))
+
+
+def test_acting_goes_on_while_a_learner_thread_updates(contract, student_cfg):
+    learner = make_learner(contract, student_cfg)
+    run(learner, 100)
+    stop, errors = threading.Event(), []
+
+    def learn() -> None:
+        try:
+            while not stop.is_set():
+                learner.update()
+        except Exception as err:  # noqa: BLE001 - reported to the test
+            errors.append(err)
+
+    thread = threading.Thread(target=learn)
+    thread.start()
+    try:
+        decisions = run(learner, 40, t0=100 * PERIOD)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    assert learner.updates > 0
+    assert all(np.isfinite(d.params).all() for d in decisions)
+
+
+def test_non_finite_frames_are_refused_and_never_act(contract, student_cfg):
+    learner = make_learner(contract, student_cfg, n=1)
+    now = np.array([1.0])
+    learner.observe_teacher(now, state_at(now), np.zeros(1, np.int64), now)
+    bad = np.full((1, 32), np.nan, np.float32)
+    learner.observe_student(np.array([0]), now - LATENCY, {"embedding": bad}, now)
+    assert learner.buffers[0].counts["nonfinite"] == 1
+    assert not learner._has_student[0]
+    assert learner.act(now).use_teacher[0]  # the teacher drives, not a NaN student
+
+
+def test_save_then_load_restores_learning_exactly(contract, student_cfg):
+    a = make_learner(contract, student_cfg)
+    run(a, 120)
+    for _ in range(5):
+        a.update()
+    blob = io.BytesIO()
+    torch.save(a.save(), blob)  # through bytes, as a checkpoint goes: weights_only must load it
+    blob.seek(0)
+    b = make_learner(contract, student_cfg, seed=1)  # other weights until the load
+    b.load(torch.load(blob, weights_only=True))
+    b.store = a.store  # the trainer saves and restores the store beside the checkpoint
+    la, lb = a.update(), b.update()
+    assert la == lb
+    for pa, pb in zip(a.student.parameters(), b.student.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+
+
+def test_a_checkpoint_of_another_config_is_refused(contract, student_cfg):
+    a = make_learner(contract, student_cfg)
+    other = student_cfg.model_copy(update={"head": student_cfg.head.model_copy(update={"hidden": [8]})})
+    b = make_learner(contract, other)
+    with pytest.raises(ValueError, match="does not fit"):
+        b.load(a.save())
+
+
+def test_episode_metrics_are_reported_when_an_episode_ends(contract, student_cfg):
+    learner = make_learner(contract, student_cfg, n=1)
+    run(learner, 40)
+    now = np.array([40 * PERIOD])
+    (summary,) = learner.process_step(now, np.array([True]), ["success"])
+    assert summary["success"] and summary["steps"] == 40
+    assert 0 <= summary["intervention_rate"] <= 1 and 0 <= summary["skill_agreement"] <= 1
+    assert len(summary["pred_error"]) == 3 and all(e > 0 for e in summary["pred_error"])
+    assert not learner._has_student[0]  # the next episode starts afresh
