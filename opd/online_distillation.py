@@ -175,6 +175,7 @@ class OnlineDistillation:
         self.gate = Gate(cfg.gate, num_envs)
         self.rng = np.random.default_rng(seed)
         self.steps = 0  # decisions, summed over envs
+        self.teacher_steps = 0  # decisions that executed the teacher's action, summed over envs
         self.updates = 0
         # per-env acting state
         n = num_envs
@@ -295,6 +296,7 @@ class OnlineDistillation:
         params[unsafe] = self.contract.layout.defaults
         reason = tuple("no_input_safe_action" if u else r for u, r in zip(unsafe, reason, strict=True))
         self._track(use, use != self._using_teacher)
+        self.teacher_steps += int(use.sum())
         self._using_teacher = use.copy()
         self.steps += n
         return Decision(skill.astype(np.int64), params, use, reason, error, threshold)
@@ -460,6 +462,7 @@ class OnlineDistillation:
             "optimizer": self.optimizer.state_dict(),
             "gate": self.gate.state_dict(),
             "steps": self.steps,
+            "teacher_steps": self.teacher_steps,
             "updates": self.updates,
             "rng": self.rng.bit_generator.state,
         }
@@ -476,5 +479,6 @@ class OnlineDistillation:
             raise ValueError(f"OPD checkpoint does not fit this learner's config: {err}") from None
         self.gate.load_state_dict(state["gate"])
         self.steps, self.updates = int(state["steps"]), int(state["updates"])
+        self.teacher_steps = int(state["teacher_steps"])
         self.rng.bit_generator.state = state["rng"]
         self.sync_policy()

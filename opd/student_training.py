@@ -197,6 +197,7 @@ class StudentTrainer:
             "step": self.steps,
             "updates": self.learner.updates,
             "labels": self.learner.store.added,
+            "teacher_steps": self.learner.teacher_steps,
             "episodes": self.episode_count,
             "threshold": decision.threshold,
             "steps_per_s": sps,

@@ -166,6 +166,24 @@ def test_teacher_rate_tracks_the_budget(budget: float, dwell: int) -> None:
     assert _stationary_rate(budget, dwell) == pytest.approx(budget, abs=0.03)
 
 
+def test_a_decaying_budget_lowers_the_teacher_rate_to_its_end_value() -> None:
+    steps, n = 3_000, 8
+    g = gate(
+        n,
+        budget=0.4,
+        budget_end=0.05,
+        schedule="exponential",
+        decay_steps=n * steps // 2,
+        min_teacher_steps=1,
+    )
+    assert g.budget(0) == pytest.approx(0.4) and g.budget(n * steps) == pytest.approx(0.05)
+    rng = np.random.default_rng(5)
+    rates = [decide(g, rng.lognormal(-2.5, 0.6, n), step=n * k).use_teacher.mean() for k in range(steps)]
+    early, late = np.mean(rates[200:400]), np.mean(rates[-steps // 4 :])
+    assert early > 0.25  # the budget early on is 0.3-0.4
+    assert late == pytest.approx(0.05, abs=0.02)
+
+
 def test_the_plain_quantile_misses_the_budget_that_calibration_meets() -> None:
     assert _stationary_rate(0.3, 1, gain=1e-9) > 0.33  # hysteresis adds teacher decisions
 
