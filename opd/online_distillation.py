@@ -73,6 +73,11 @@ class OPDConfig(Config):
     # predictor: OPD; novelty: ensemble disagreement (ThriftyDAgger-style); student: the student always
     # acts and the teacher only labels (DAgger); teacher: the teacher always acts (behaviour cloning).
     switch: Switch = "predictor"
+    # A teacher silent for this long is gone (its simulation stopped): the student acts alone, or the safe
+    # action goes out when there is no student either.
+    teacher_timeout_s: float = Field(0.5, gt=0)  # s
+    # A student without an accepted frame for this long (camera or encoder stalled) no longer acts.
+    student_timeout_s: float = Field(0.5, gt=0)  # s
     align: AlignConfig = Field(default_factory=AlignConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
     distill: DistillConfig = Field(default_factory=DistillConfig)
@@ -183,12 +188,13 @@ class OnlineDistillation:
         self._predictions: list[deque[tuple[float, np.ndarray]]] = [deque(maxlen=8) for _ in range(n)]
         self._novelty_score = np.full(n, np.nan)
         self._has_student = np.zeros(n, dtype=bool)
+        self._student_seen_at = np.full(n, -np.inf)  # `now` of each env's last accepted frame, s
         self._student_skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
         self._student_params = np.tile(self.contract.layout.defaults, (n, 1)).astype(np.float64)
         self._student_ok = np.zeros(n, dtype=bool)  # the student's action is finite (inside the contract)
         self._teacher_skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
         self._teacher_params = self._student_params.copy()
-        self._teacher_seen = np.zeros(n, dtype=bool)
+        self._teacher_seen_at = np.full(n, -np.inf)  # `now` of each env's last teacher entry, s
         self._using_teacher = np.zeros(n, dtype=bool)
         self.metrics = [self._new_metrics() for _ in range(n)]
 
@@ -215,7 +221,7 @@ class OnlineDistillation:
             )
             buf.add_teacher(entry, float(now[i]))
         self._teacher_skill[:], self._teacher_params[:] = skill, params
-        self._teacher_seen[:] = True
+        self._teacher_seen_at[:] = now
         return skill, params
 
     @torch.no_grad()
@@ -266,14 +272,17 @@ class OnlineDistillation:
             self._student_skill[i], self._student_params[i] = int(skill[j]), params[j].double().numpy()
             self._student_ok[i] = bool(np.isfinite(self._student_params[i]).all())
             self._has_student[i] = True
+            self._student_seen_at[i] = now[j]
 
     def act(self, now: np.ndarray, teacher_ok: np.ndarray | None = None) -> Decision:
         """The executed action of every env: the gate's choice between the student and the teacher.
 
-        An env with no student frame yet is driven by the teacher (or the safe action without one).
+        An env without a usable student (no frame yet, none for `student_timeout_s`, or a non-finite
+        action) is driven by the teacher, or by the safe action when the teacher is silent too.
         """
         n = self.num_envs
-        teacher_ok = self._teacher_seen.copy() if teacher_ok is None else teacher_ok & self._teacher_seen
+        fresh = now - self._teacher_seen_at <= self.cfg.teacher_timeout_s
+        teacher_ok = fresh if teacher_ok is None else teacher_ok & fresh
         error = self._novelty_score.copy() if self.cfg.switch == "novelty" else self._prediction_errors()
         if self.cfg.switch == "student":
             use, reason, threshold = np.zeros(n, dtype=bool), ("forced_student",) * n, float("nan")
@@ -287,7 +296,8 @@ class OnlineDistillation:
                 self.steps, now, error, self._student_skill, self._teacher_skill, in_contract, teacher_ok
             )
             use, reason, threshold = d.use_teacher, d.reason, d.threshold
-        no_student = ~self._has_student | ~self._student_ok
+        stale = now - self._student_seen_at > self.cfg.student_timeout_s
+        no_student = ~self._has_student | ~self._student_ok | stale
         use = np.where(no_student, teacher_ok, use)
         skill = np.where(use, self._teacher_skill, self._student_skill)
         params = np.where(use[:, None], self._teacher_params, self._student_params)
@@ -363,7 +373,8 @@ class OnlineDistillation:
         self.gate.reset(np.array([i]))
         self._window[i].clear()
         self._predictions[i].clear()
-        self._has_student[i] = self._student_ok[i] = self._teacher_seen[i] = self._using_teacher[i] = False
+        self._has_student[i] = self._student_ok[i] = self._using_teacher[i] = False
+        self._teacher_seen_at[i] = self._student_seen_at[i] = -np.inf
         self._novelty_score[i] = np.nan
         self.metrics[i] = self._new_metrics()
 

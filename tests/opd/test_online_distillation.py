@@ -234,3 +234,24 @@ def test_episode_metrics_are_reported_when_an_episode_ends(contract, student_cfg
     assert 0 <= summary["intervention_rate"] <= 1 and 0 <= summary["skill_agreement"] <= 1
     assert len(summary["pred_error"]) == 3 and all(e > 0 for e in summary["pred_error"])
     assert not learner._has_student[0]  # the next episode starts afresh
+
+
+def test_a_teacher_that_stops_mid_episode_leaves_the_student_then_the_safe_action(contract, student_cfg):
+    learner = make_learner(contract, student_cfg, n=1)
+    run(learner, 40)
+    t = 40 * PERIOD
+    timeout = learner.cfg.teacher_timeout_s
+    # the teacher falls silent; the student keeps sending frames
+    for k in range(int(timeout / PERIOD) + 4):
+        now = np.array([t + k * PERIOD])
+        feats = np.zeros((1, 32), np.float32)
+        feats[:, :DQ] = state_at(now - LATENCY)
+        learner.observe_student(np.array([0]), now - LATENCY, {"embedding": feats}, now)
+        d = learner.act(now)
+    assert not d.use_teacher[0] and d.reason[0] in ("teacher_unavailable", "forced_student")
+    assert d.skill[0] == learner._student_skill[0]
+    # and the student stalls too: nothing usable is left, the safe action goes out
+    later = now + learner.cfg.student_timeout_s + PERIOD
+    d = learner.act(later)
+    assert d.skill[0] == contract.safe_skill_id and d.reason == ("no_input_safe_action",)
+    np.testing.assert_array_equal(d.params[0], contract.layout.defaults)
