@@ -1,10 +1,13 @@
 """Bring up the agent graph on a robot or against a simulator.
 
     ros2 launch agent bringup.launch.py artifact_dir:=/path/to/artifact [backend:=tensorrt] [sim:=mujoco]
+        [drive:=opd|student|teacher]
 
 Nodes, parameters and launch arguments come from `agent.graph`, the same definition the in-process
-bringup (`agent.bringup`, used by `agent run`) reads, so the two cannot drift apart. Only the standard
-launch / launch_ros API is used: this file runs against a stock ROS 2 install.
+bringup (`agent.bringup`, used by `agent run`) reads, so the two cannot drift apart. A parameter bound to a
+launch argument (`Param.launch_arg`) is set from it in every node that declares it: `drive`, for one, in
+the opd node and the sim bridge. Only the standard launch / launch_ros API is used: this file runs against
+a stock ROS 2 install.
 """
 
 from agent import graph

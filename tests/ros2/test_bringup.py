@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from agent import graph
+from agent.base_command import TwistMapping
 from agent.bringup import Bringup, launch_arguments
 from agent.messages import ActionCodec, stamp_to_sec
 from rclpy.context import Context
@@ -42,7 +43,8 @@ def test_nodes_topics_types_and_qos_match_the_graph(
     params["teacher"]["ros__parameters"]["checkpoint"] = str(tiny_teacher)
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params))
-    args = {"artifact_dir": str(contract_artifact), "params_file": str(params_file), "backend": "torch"}
+    args = {"artifact_dir": str(contract_artifact), "params_file": str(params_file), "backend": "torch",
+            "drive": "student"}  # fmt: skip
     with Bringup(context=ros_context, node_kwargs=models(fake_loader), sim=sim, **args) as bringup:
         assert [n.get_name() for n in bringup.nodes] == [s.name for s in graph.nodes_for(sim)]
         assert bringup.spin(60.0, until=lambda: all_active(bringup)), [n.fault for n in bringup.nodes]
@@ -74,6 +76,8 @@ def test_nodes_topics_types_and_qos_match_the_graph(
         # The parameter file and the launch arguments reached the nodes, as in the launch file.
         assert bringup.node("policy").get_parameter("input_timeout_s").value == 0.7
         assert bringup.node("encoder").get_parameter("backend").value == "torch"
+        for node in ("opd", "sim_bridge") if sim != "none" else ("opd",):  # one `drive` for both
+            assert bringup.node(node).get_parameter("drive").value == "student"
         assert fake_loader.calls[0][:2] == (str(contract_artifact), "torch")
         timeout = bringup.node("encoder").describe_parameter("input_timeout_s")
         assert timeout.floating_point_range[0].to_value == graph.node("encoder").param("input_timeout_s").high
@@ -121,12 +125,21 @@ def test_camera_and_imu_in_actions_out_through_the_whole_graph(
         n = len(acted("/agent/action"))
         assert bringup.spin(2.0, until=lambda: len(acted("/opd/action")) >= n)
         stamps_out = [m.header.stamp for m in acted("/opd/action")[:n]]
-        assert stamps_out == [m.header.stamp for m in acted("/agent/action")[:n]]  # OPD passes them through
+        assert stamps_out == [m.header.stamp for m in acted("/agent/action")[:n]]  # drive opd: the student's
+        # The base command is the executed action's Twist: one per executed drive action, nothing else moves.
+        mapping = TwistMapping(codec.contract)
+        go = mapping.velocity(*codec.from_msg(acted("/opd/action")[0]))
+        moving = lambda: [t for t in probe.received["/cmd_vel"] if (t.linear.x, t.angular.z) != (0.0, 0.0)]  # noqa: E731
+        assert bringup.spin(2.0, until=lambda: len(moving()) == len(acted("/opd/action")))
+        assert all((t.linear.x, t.angular.z) == go for t in moving()) and go != (0.0, 0.0)
     probe.node.destroy_node()
 
 
 def test_launch_arguments_are_checked_like_the_launch_file() -> None:
     assert launch_arguments()["sim"] == "none" and launch_arguments()["backend"] == "onnxruntime"
+    assert launch_arguments()["drive"] == "opd"
+    with pytest.raises(ValueError, match="drive = 'policy'"):
+        launch_arguments(drive="policy")
     with pytest.raises(ValueError, match="backend = 'tflite'"):
         launch_arguments(backend="tflite")
     with pytest.raises(ValueError, match="unknown launch arguments"):

@@ -37,7 +37,7 @@ def test_graph_is_consistent() -> None:
     assert names == ["encoder", "policy", "opd", "sim_bridge", "teacher"]
     assert len({n.executable for n in graph.NODES}) == len(graph.NODES)
     launch_args = {a.name: a for a in graph.LAUNCH_ARGS}
-    assert set(launch_args) == {"use_sim_time", "params_file", "artifact_dir", "backend", "sim"}
+    assert set(launch_args) == {"use_sim_time", "params_file", "artifact_dir", "backend", "sim", "drive"}
     for spec in graph.NODES:
         for p in spec.params:
             p.check(p.default)
@@ -49,9 +49,15 @@ def test_graph_is_consistent() -> None:
     # Every topic has a publisher in the graph; all but the outputs for the robot and for tools are read.
     assert published == set(graph.TOPICS)
     assert set(graph.TOPICS) - subscribed == {"/cmd_vel", "/odom", "/clock", "/diagnostics"}
-    # The sim bridge is driven by OPD's action, or by a parameter's choice among the other actions.
-    assert graph.node("sim_bridge").subscribes == (graph.DRIVE_TOPICS["opd"],)
-    assert set(graph.node("sim_bridge").selectable) == set(graph.DRIVE_TOPICS.values()) - {"/opd/action"}
+    # One robot command: the opd node's executed action and its Twist, whatever `drive` picks; the robot
+    # (sim bridge) follows it, and `drive` is one launch argument for both nodes.
+    assert [n.name for n in graph.NODES if {"/opd/action", "/cmd_vel"} & set(n.publishes)] == ["opd"]
+    assert graph.node("opd").publishes[:2] == ("/opd/action", "/cmd_vel")
+    assert graph.node("sim_bridge").subscribes == ("/opd/action",)
+    assert set(graph.DRIVE_SOURCES.values()) <= set(graph.node("opd").subscribes)
+    for name in ("opd", "sim_bridge"):
+        drive = graph.node(name).param("drive")
+        assert drive.launch_arg == "drive" and drive.choices == graph.DRIVES == launch_args["drive"].choices
     assert [n.name for n in graph.nodes_for("none")] == ["encoder", "policy", "opd"]
     assert [n.name for n in graph.nodes_for("mujoco")] == names
     with pytest.raises(ValueError, match="choose one of"):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from agent import graph
 from agent.host_steal import read_steal_s
 from agent.messages import ActionCodec
@@ -37,6 +38,9 @@ def test_run_records_a_bag_that_rosbags_reads_and_leaves_the_robot_stopped(
     assert "robot left on the safe action (skill 2: stop)" in out.stdout
     assert f"to {bag} (rosbag2, MCAP)" in out.stdout
 
+    # The resolved configuration rides with the data (rosbag2 custom_data, which rosbags does not expose).
+    custom = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]["custom_data"]
+    assert json.loads(custom["agent.launch_args"])["drive"] == "teacher"
     contract = Artifact.load(tiny_artifact).contract
     codec_names = ActionCodec(contract).names
     with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
@@ -45,9 +49,12 @@ def test_run_records_a_bag_that_rosbags_reads_and_leaves_the_robot_stopped(
         }
         last: dict[str, object] = {}
         counts: dict[str, int] = {}
+        actions: dict[str, dict[tuple[int, int], list[float]]] = {"/teacher/action": {}, "/opd/action": {}}
         for conn, _, raw in reader.messages():
-            last[conn.topic] = reader.deserialize(raw, conn.msgtype)
+            last[conn.topic] = msg = reader.deserialize(raw, conn.msgtype)
             counts[conn.topic] = counts.get(conn.topic, 0) + 1
+            if conn.topic in actions:
+                actions[conn.topic][msg.header.stamp.sec, msg.header.stamp.nanosec] = list(msg.position)
     for topic in ("/camera/image_raw", "/imu/data", "/sim/privileged_state", "/teacher/action", "/clock"):
         assert counts.get(topic, 0) > 10, (topic, counts)
     assert counts["/imu/data"] > 5 * counts["/camera/image_raw"]  # 200 Hz vs 20 Hz
@@ -56,8 +63,15 @@ def test_run_records_a_bag_that_rosbags_reads_and_leaves_the_robot_stopped(
     skill, params = int(teacher.position[0]), np.asarray(teacher.position[1:])
     assert 0 <= skill < contract.num_skills
     assert np.all((contract.layout.low <= params) & (params <= contract.layout.high))
-    # The policy's last word before the graph stopped: the safe action, and a zero Twist.
-    assert int(last["/agent/action"].position[0]) == contract.safe_skill_id
+    # --drive teacher: the robot executed the teacher's actions, each with the stamp of the state it answers
+    # (the safe action, stamped when sent, only while the teacher had not acted yet).
+    teacher_actions = actions["/teacher/action"]
+    answers = {k: v for k, v in actions["/opd/action"].items() if k in teacher_actions}
+    assert len(answers) > 10 and all(teacher_actions[k] == v for k, v in answers.items())
+    others = [v for k, v in actions["/opd/action"].items() if k not in teacher_actions]
+    assert all(int(v[0]) == contract.safe_skill_id for v in others)
+    # The opd node's last word before the graph stopped: the safe action, and a zero Twist.
+    assert int(last["/opd/action"].position[0]) == contract.safe_skill_id
     assert (last["/cmd_vel"].linear.x, last["/cmd_vel"].angular.z) == (0.0, 0.0)
 
 

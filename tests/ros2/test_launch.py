@@ -37,6 +37,7 @@ def test_launch_description_starts_every_graph_node_with_its_arguments() -> None
     assert set(args) == {a.name for a in graph.LAUNCH_ARGS}
     assert list(args["backend"].choices) == list(graph.BACKENDS)
     assert list(args["sim"].choices) == list(graph.SIMS)
+    assert list(args["drive"].choices) == list(graph.DRIVES)
     nodes = [e for e in description.entities if isinstance(e, Node)]
     assert [n.node_executable for n in nodes] == [s.executable for s in graph.NODES]
     assert [n.node_package for n in nodes] == [graph.PACKAGE] * len(graph.NODES)

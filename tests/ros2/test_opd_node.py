@@ -1,11 +1,19 @@
-"""OPD node shell over real DDS: student action passed through, bad actions rejected, teacher presence."""
+"""OPD node over real DDS: the one source of the executed action and of the base command, for every drive.
+
+The probe subscribes before the node is activated (autostart off), so it hears everything the node sends:
+/opd/action and /cmd_vel then pair up message by message.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
+from agent import graph
+from agent.base_command import TwistMapping
 from agent.lifecycle_node import stop_executor
 from agent.messages import ActionCodec, stamp_to_sec
 from agent.nodes.opd import OpdNode
@@ -14,48 +22,176 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from ros_harness import Probe, spin_for, spin_until
 
-WARN = b"\x01"
+WARN, ERROR = b"\x01", b"\x02"
+STUDENT, TEACHER, ACTION, CMD_VEL = "/agent/action", "/teacher/action", "/opd/action", "/cmd_vel"
+Rig = tuple[OpdNode, Probe, MultiThreadedExecutor, ActionCodec]
+Start = Callable[..., Rig]
 
 
-def test_student_action_passes_through_and_bad_actions_are_rejected(
-    ros_context: Context, contract_artifact: Path
-) -> None:
-    params = [
-        Parameter("artifact_dir", value=str(contract_artifact)),
-        Parameter("teacher_timeout_s", value=0.2),
-    ]
-    node = OpdNode(context=ros_context, parameter_overrides=params)
-    probe = Probe(ros_context)
-    probe.record("/opd/action", "/diagnostics")
-    executor = MultiThreadedExecutor(context=ros_context)
-    executor.add_node(node)
-    executor.add_node(probe.node)
-    try:
-        assert spin_until(executor, lambda: node.lifecycle_state == "active"), node.fault
-        probe.advertise("/agent/action")
-        assert spin_until(executor, lambda: probe.matched("/agent/action"))
-        codec = ActionCodec(node.codec.contract)
-        t = time.time()
-        skill, params = codec.contract.action("turn_in_place", turn_rate=0.7)
-        probe.publish("/agent/action", codec.to_msg(skill, params, t))
-        assert spin_until(executor, lambda: len(probe.received["/opd/action"]) == 1)
-        out = probe.received["/opd/action"][0]
-        assert stamp_to_sec(out.header.stamp) == t
-        assert codec.from_msg(out)[0] == skill and np.array_equal(codec.from_msg(out)[1], params)
+@pytest.fixture
+def start_opd(ros_context: Context, contract_artifact: Path) -> Iterator[Start]:
+    """Starts an active OPD node with extra parameters; everything it sends is recorded from activation on."""
+    started: list[tuple[OpdNode, Probe, MultiThreadedExecutor]] = []
 
-        bad_params = params.copy()
-        bad_params[0] = 99.0  # drive.speed far outside its bounds
-        probe.publish("/agent/action", codec.to_msg(skill, bad_params, t + 0.05))
-        probe.publish("/agent/action", codec.to_msg(7, params, t + 0.1))  # no skill 7
-        spin_for(executor, 0.3)
-        assert node.student.rejected == {"bounds": 1, "skill": 1}
-        assert len(probe.received["/opd/action"]) == 1  # nothing malformed passed through
+    def start(**params: object) -> Rig:
+        values = {"artifact_dir": str(contract_artifact), "autostart": False, **params}
+        overrides = [Parameter(name, value=value) for name, value in values.items()]
+        node = OpdNode(context=ros_context, parameter_overrides=overrides)
+        probe = Probe(ros_context)
+        probe.record(ACTION, CMD_VEL, "/diagnostics")
+        probe.advertise(STUDENT, TEACHER)
+        executor = MultiThreadedExecutor(context=ros_context)
+        executor.add_node(node)
+        executor.add_node(probe.node)
+        started.append((node, probe, executor))
+        node.trigger_configure()
+        assert node.lifecycle_state == "inactive", node.fault
 
-        probe.received["/diagnostics"].clear()
-        assert spin_until(executor, lambda: "opd: teacher_action" in probe.diagnostics("opd"), timeout_s=3.0)
-        teacher = probe.diagnostics("opd")["opd: teacher_action"]
-        assert teacher.level == WARN and "nothing to distil from" in teacher.message  # no teacher: only WARN
-    finally:
+        def connected() -> bool:
+            pubs = (node.pub_action, node.pub_cmd)
+            return all(p.get_subscription_count() > 0 for p in pubs) and probe.hears(ACTION, CMD_VEL)
+
+        assert spin_until(executor, connected)
+        node.trigger_activate()
+        assert node.lifecycle_state == "active", node.fault
+        assert spin_until(executor, lambda: probe.matched(STUDENT, TEACHER))
+        return node, probe, executor, ActionCodec(node.contract)
+
+    yield start
+    for node, probe, executor in started:
         stop_executor(executor)
         node.destroy_node()
         probe.node.destroy_node()
+
+
+def executed(probe: Probe, codec: ActionCodec) -> list[tuple[float, int, np.ndarray]]:
+    """(stamp, skill, params) of every /opd/action received, in order (decoding checks the contract)."""
+    return [(stamp_to_sec(m.header.stamp), *codec.from_msg(m)) for m in probe.received[ACTION]]
+
+
+def acted(probe: Probe, codec: ActionCodec) -> list[tuple[float, int, np.ndarray]]:
+    """The executed actions other than the safe action."""
+    return [a for a in executed(probe, codec) if a[1] != codec.contract.safe_skill_id]
+
+
+def assert_commands_pair_up(probe: Probe, codec: ActionCodec, executor: MultiThreadedExecutor) -> None:
+    """Each /cmd_vel is the TwistMapping of the /opd/action that went out with it, in order."""
+    mapping = TwistMapping(codec.contract)
+    both = lambda: len(probe.received[CMD_VEL]) == len(probe.received[ACTION]) > 0  # noqa: E731
+    assert spin_until(executor, both), (len(probe.received[ACTION]), len(probe.received[CMD_VEL]))
+    for (_, skill, params), twist in zip(executed(probe, codec), probe.received[CMD_VEL], strict=True):
+        assert (twist.linear.x, twist.angular.z) == mapping.velocity(skill, params)
+
+
+@pytest.mark.parametrize("drive", graph.DRIVES)
+def test_the_robot_executes_the_drive_sources_action_and_cmd_vel_is_its_twist(
+    start_opd: Start, drive: str
+) -> None:
+    node, probe, executor, codec = start_opd(drive=drive)
+    contract = codec.contract
+    sent: dict[str, list] = {STUDENT: [], TEACHER: []}  # the messages each source sent
+    proposals = {
+        STUDENT: contract.action("turn_in_place", turn_rate=0.7),
+        TEACHER: contract.action("drive", speed=0.4, curvature=-1.0),
+    }
+    t0 = time.time()
+    for i in range(4):  # both sources act at 20 Hz, each action stamped with the input it answers
+        for k, topic in enumerate((STUDENT, TEACHER)):
+            stamp = t0 + 0.05 * i + 0.01 * k
+            sent[topic].append(codec.to_msg(*proposals[topic], stamp))
+            probe.publish(topic, sent[topic][-1])
+        spin_for(executor, 0.05)
+    source = graph.DRIVE_SOURCES[drive]
+    assert source == (TEACHER if drive == "teacher" else STUDENT)
+    safe = contract.safe_skill_id
+    out = lambda: [m for m in probe.received[ACTION] if codec.from_msg(m)[0] != safe]  # noqa: E731
+    assert spin_until(executor, lambda: len(out()) == len(sent[source]))
+    for got, want in zip(out(), sent[source], strict=True):  # the source's actions, with their stamps
+        assert got.header.stamp == want.header.stamp and list(got.position) == list(want.position)
+    assert_commands_pair_up(probe, codec, executor)
+    assert node.student.accepted == node.teacher.accepted == 4  # the other source is checked, not executed
+
+
+def test_malformed_actions_are_rejected_and_never_executed(start_opd: Start) -> None:
+    node, probe, executor, codec = start_opd(teacher_timeout_s=0.2)
+    t = time.time()
+    skill, params = codec.contract.action("turn_in_place", turn_rate=0.7)
+    probe.publish(STUDENT, codec.to_msg(skill, params, t))
+    assert spin_until(executor, lambda: len(acted(probe, codec)) == 1)
+
+    bad_params = params.copy()
+    bad_params[0] = 99.0  # drive.speed far outside its bounds
+    probe.publish(STUDENT, codec.to_msg(skill, bad_params, t + 0.05))
+    probe.publish(STUDENT, codec.to_msg(7, params, t + 0.1))  # no skill 7
+    assert spin_until(executor, lambda: sum(node.student.rejected.values()) == 2)
+    assert node.student.rejected == {"bounds": 1, "skill": 1}
+    spin_for(executor, 0.2)  # nothing more is coming: what was executed is final
+    assert len(acted(probe, codec)) == 1
+
+    probe.received["/diagnostics"].clear()
+    assert spin_until(executor, lambda: "opd: teacher_action" in probe.diagnostics("opd"), timeout_s=3.0)
+    teacher = probe.diagnostics("opd")["opd: teacher_action"]
+    assert teacher.level == WARN and "nothing to distil from" in teacher.message  # no teacher: only WARN
+
+
+def test_drive_teacher_without_a_teacher_sends_the_safe_action_and_reports_error(start_opd: Start) -> None:
+    """As with sim:=none: no teacher runs; the robot is held on the safe action, not moved by the student."""
+    node, probe, executor, codec = start_opd(drive="teacher", safe_keepalive_hz=2.0)
+    contract = codec.contract
+    skill, params = contract.action("turn_in_place", turn_rate=0.7)
+    t0 = time.time()
+    for i in range(20):  # the student acts for 1 s
+        probe.publish(STUDENT, codec.to_msg(skill, params, t0 + 0.05 * i))
+        spin_for(executor, 0.05)
+    assert spin_until(executor, lambda: node.student.accepted == 20)
+    assert spin_until(executor, lambda: len(executed(probe, codec)) >= 2)
+    for _, sent_skill, sent_params in executed(probe, codec):
+        assert sent_skill == contract.safe_skill_id and np.array_equal(sent_params, contract.layout.defaults)
+    assert_commands_pair_up(probe, codec, executor)
+    assert all((t.linear.x, t.angular.z) == (0.0, 0.0) for t in probe.received[CMD_VEL])
+
+    probe.received["/diagnostics"].clear()
+    assert spin_until(executor, lambda: "opd: executed_action" in probe.diagnostics("opd"), timeout_s=3.0)
+    diag = probe.diagnostics("opd")
+    status = diag["opd: executed_action"]
+    assert status.level == ERROR and diag["opd: node"].level == ERROR
+    assert "drive teacher: no teacher action yet" in status.message and "safe action (stop)" in status.message
+
+
+def test_a_silent_student_gets_the_safe_action_once_then_at_the_keepalive_rate(start_opd: Start) -> None:
+    timeout_s, keepalive_hz = 0.3, 2.0
+    node, probe, executor, codec = start_opd(input_timeout_s=timeout_s, safe_keepalive_hz=keepalive_hz)
+    safe = codec.contract.safe_skill_id
+    skill, params = codec.contract.action("turn_in_place", turn_rate=0.7)
+    for _ in range(10):  # the student acts at 20 Hz, then goes silent
+        last = time.time()
+        probe.publish(STUDENT, codec.to_msg(skill, params, last))
+        spin_for(executor, 0.05)
+    assert spin_until(executor, lambda: len(acted(probe, codec)) == 10)
+    n = max(i for i, (_, k, _) in enumerate(executed(probe, codec)) if k != safe) + 1  # after the last
+
+    def stops() -> list[float]:
+        return [stamp for stamp, k, _ in executed(probe, codec)[n:] if k == safe]
+
+    assert spin_until(executor, lambda: len(stops()) >= 3, timeout_s=5.0)
+    assert all(k == safe for _, k, _ in executed(probe, codec)[n:])  # only safe actions since
+    first, period = stops()[0], 1.0 / keepalive_hz
+    assert timeout_s <= first - last < timeout_s + 0.5  # decisive: at the first check past the timeout
+    gaps = np.diff(stops()[:3])  # stamped when sent: the keep-alive period, not a 20 Hz tick
+    assert np.all(gaps >= period - 1e-3) and np.all(gaps < period + 0.3), gaps
+
+    probe.publish(STUDENT, codec.to_msg(skill, params, time.time()))  # the student is back: acting resumes
+    assert spin_until(executor, lambda: len(acted(probe, codec)) == 11)
+    assert not node.fallback.stopped
+    assert_commands_pair_up(probe, codec, executor)
+
+
+def test_deactivate_leaves_the_robot_on_the_safe_action(start_opd: Start) -> None:
+    node, probe, executor, codec = start_opd()
+    skill, params = codec.contract.action("turn_in_place", turn_rate=0.7)
+    probe.publish(STUDENT, codec.to_msg(skill, params, time.time()))
+    assert spin_until(executor, lambda: len(acted(probe, codec)) == 1)
+    node.trigger_deactivate()
+    assert spin_until(executor, lambda: executed(probe, codec)[-1][1] == codec.contract.safe_skill_id)
+    assert_commands_pair_up(probe, codec, executor)
+    assert (probe.received[CMD_VEL][-1].linear.x, probe.received[CMD_VEL][-1].angular.z) == (0.0, 0.0)

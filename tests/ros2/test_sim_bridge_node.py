@@ -17,16 +17,17 @@ from ros_harness import Probe, spin_for, spin_until
 
 ERROR = b"\x02"
 CAMERA, IMU, ODOM, CLOCK = "/camera/image_raw", "/imu/data", "/odom", "/clock"
-SKILL, PRIVILEGED, COMMAND = "/agent/active_skill", "/sim/privileged_state", "/agent/action"
+SKILL, PRIVILEGED, COMMAND = "/agent/active_skill", "/sim/privileged_state", "/opd/action"
 OUTPUTS = (CLOCK, SKILL, PRIVILEGED, ODOM, IMU, CAMERA)
 Rig = tuple[SimBridgeNode, Probe, MultiThreadedExecutor]
 
 
 @pytest.fixture
-def bridge(ros_context: Context) -> Iterator[Rig]:
-    """An active sim bridge driven by /agent/action (the probe plays the controller)."""
+def bridge(ros_context: Context, request: pytest.FixtureRequest) -> Iterator[Rig]:
+    """An active sim bridge following /opd/action; the probe plays the opd node, executing the student's
+    action (drive student: each command answers a camera image), or another `drive` given indirectly."""
     params = [
-        Parameter("drive", value="student"),
+        Parameter("drive", value=getattr(request, "param", "student")),
         Parameter("command_deadline_s", value=0.2),  # generous: the test answers from Python on a busy CPU
         Parameter("command_timeout_s", value=0.4),
     ]
@@ -46,16 +47,16 @@ def bridge(ros_context: Context) -> Iterator[Rig]:
 
 
 def answer_images(node: SimBridgeNode, probe: Probe, executor: MultiThreadedExecutor, n: int,
-                  skill: int, params: np.ndarray) -> None:  # fmt: skip
-    """Answer the next `n` camera frames, each with a command stamped with the frame's stamp."""
+                  skill: int, params: np.ndarray, inputs: str = CAMERA) -> None:  # fmt: skip
+    """Answer the next `n` camera frames (or other `inputs`), each with a command stamped with its stamp."""
     codec = ActionCodec(node.robot_spec.contract)
-    done = len(probe.received[CAMERA])
+    done = len(probe.received[inputs])
     target = done + n
     while done < target:
-        assert spin_until(executor, lambda d=done: len(probe.received[CAMERA]) > d, timeout_s=10.0)
-        for image in probe.received[CAMERA][done:]:
-            probe.publish(COMMAND, codec.to_msg(skill, params, stamp_to_sec(image.header.stamp)))
-        done = len(probe.received[CAMERA])
+        assert spin_until(executor, lambda d=done: len(probe.received[inputs]) > d, timeout_s=10.0)
+        for msg in probe.received[inputs][done:]:
+            probe.publish(COMMAND, codec.to_msg(skill, params, stamp_to_sec(msg.header.stamp)))
+        done = len(probe.received[inputs])
 
 
 def stamps(probe: Probe, topic: str) -> np.ndarray:
@@ -110,6 +111,19 @@ def test_outputs_carry_honest_stamps_and_commands_drive_the_robot_within_the_con
     assert node.loop.stats().cycles == cycles  # parked: no period runs while the rest of the graph stops
     node.trigger_deactivate()
     assert node.parked is parked  # deactivate found it parked and left it so
+
+
+@pytest.mark.parametrize("bridge", ["teacher"], indirect=True)
+def test_with_the_teacher_driving_the_robot_follows_opd_action_answering_the_privileged_state(
+    bridge: Rig,
+) -> None:
+    """`drive` changes what a command answers, not what the robot follows: always the executed action."""
+    node, probe, executor = bridge
+    assert node.command_sub.topic_name == COMMAND and node.loop.cfg.answer_stamp == "state"
+    contract = node.robot_spec.contract
+    answer_images(node, probe, executor, 20, contract.skill_id("drive"), contract.layout.defaults, PRIVILEGED)
+    assert spin_until(executor, lambda: node.commands.accepted >= 20, timeout_s=10.0)
+    assert node.loop.stats().latency_s  # answers matched to the privileged states they answer
 
 
 def test_malformed_commands_are_counted_and_rejected(bridge: Rig) -> None:

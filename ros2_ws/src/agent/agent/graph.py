@@ -26,6 +26,12 @@ BACKENDS = ("tensorrt", "onnxruntime", "torch")  # policies.runtime.BACKENDS, in
 EXECUTORS = ("single", "multi")  # executor per node of the in-process bringup (agent.bringup)
 
 ParamValue = bool | int | float | str
+# Whose hybrid action the robot executes (`drive`, one launch argument for the opd node and the sim bridge),
+# by the topic the opd node takes it from. The opd node is the one place the executed action comes from:
+# /opd/action and /cmd_vel carry it for every choice. opd = OPD's decision, the student's until the OPD
+# core's gate runs in the opd node; student or teacher = that one alone, to watch it act.
+DRIVE_SOURCES = {"opd": "/agent/action", "student": "/agent/action", "teacher": "/teacher/action"}
+DRIVES = tuple(DRIVE_SOURCES)
 
 
 @dataclass(frozen=True)
@@ -78,11 +84,13 @@ TOPICS: dict[str, Topic] = {
         Topic("/agent/state", "sensor_msgs/msg/JointState", LATEST, 20.0,
               "state embedding e0..e{E-1}, stamped with the camera image it was computed from"),
         Topic("/agent/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
-              "student hybrid action: skill id + contract parameters, stamped with its state"),
-        Topic("/cmd_vel", "geometry_msgs/msg/Twist", RELIABLE, 20.0,
-              "base velocity command mapped from the hybrid action"),
+              "student hybrid action (a proposal; /opd/action is executed): skill id + contract parameters, "
+              "stamped with its state"),
         Topic("/opd/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
-              "action chosen by Online Policy Distillation (the student's until the OPD core lands)"),
+              "executed hybrid action, the one the robot follows: by `drive` the student's or the teacher's, "
+              "the safe action when that source is silent"),
+        Topic("/cmd_vel", "geometry_msgs/msg/Twist", RELIABLE, 20.0,
+              "base velocity command: the executed action (/opd/action) through the robot's Twist mapping"),
         Topic("/teacher/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
               "teacher hybrid action on the sim twin's privileged state, stamped with that state"),
         Topic("/sim/privileged_state", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
@@ -149,12 +157,11 @@ class NodeSpec:
     params: tuple[Param, ...]
     sim_only: bool = False  # started only when the launch argument `sim` is not `none`
     executable: str = field(default="")  # console script under lib/agent; defaults to `name`
-    selectable: tuple[str, ...] = ()  # topics a parameter may subscribe to instead of a declared one
 
     def __post_init__(self) -> None:
         if not self.executable:
             object.__setattr__(self, "executable", self.name)
-        unknown = [t for t in self.subscribes + self.publishes + self.selectable if t not in TOPICS]
+        unknown = [t for t in self.subscribes + self.publishes if t not in TOPICS]
         if unknown:
             raise ValueError(f"node {self.name}: unknown topics {unknown}")
 
@@ -188,6 +195,12 @@ LAUNCH_ARGS: tuple[LaunchArg, ...] = (
     LaunchArg("artifact_dir", "", "deployment artifact directory written by `agent export --out DIR`"),
     LaunchArg("backend", "onnxruntime", "inference backend of the encoder and policy", BACKENDS),
     LaunchArg("sim", "none", "simulator for the sim bridge and teacher; none = real robot", SIMS),
+    LaunchArg(
+        "drive",
+        "opd",
+        "whose action the robot executes (the opd node's and the sim bridge's `drive`)",
+        DRIVES,
+    ),
 )
 
 # Parameters every agent node declares (agent.lifecycle_node.AgentNode).
@@ -198,9 +211,15 @@ COMMON_PARAMS: tuple[Param, ...] = (
 _ARTIFACT = Param("artifact_dir", "", "artifact directory from `agent export`", launch_arg="artifact_dir")
 _BACKEND = Param("backend", "onnxruntime", "inference backend", choices=BACKENDS, launch_arg="backend")
 _THREADS = Param("inference_threads", 0, "intra-op threads of the backend; 0 = backend default", "", 0, 64)
-# The hybrid action that drives the simulated robot (sim_bridge's `drive`): OPD's executed action by
-# default; the student's or the teacher's directly to watch either one alone.
-DRIVE_TOPICS = {"opd": "/opd/action", "student": "/agent/action", "teacher": "/teacher/action"}
+# The sim bridge follows /opd/action whatever `drive` is; it needs `drive` only to know which input the
+# executed action answers (its stamp: the image's, or the privileged state's for the teacher).
+_DRIVE = Param(
+    "drive",
+    "opd",
+    "whose action the robot executes: opd (the student's until the OPD core lands), student or teacher",
+    choices=DRIVES,
+    launch_arg="drive",
+)
 
 NODES: tuple[NodeSpec, ...] = (
     NodeSpec(
@@ -225,9 +244,9 @@ NODES: tuple[NodeSpec, ...] = (
     ),
     NodeSpec(
         "policy", "agent.nodes.policy", "PolicyNode",
-        "state embedding -> hybrid action within the skill contract -> action topic and base command",
+        "state embedding -> hybrid action within the skill contract -> the student's proposal",
         subscribes=("/agent/state",),
-        publishes=("/agent/action", "/cmd_vel", "/diagnostics"),
+        publishes=("/agent/action", "/diagnostics"),
         params=COMMON_PARAMS + (
             _ARTIFACT, _BACKEND, _THREADS,
             Param("input_timeout_s", 0.5, "no fresh state embedding for this long -> safe action + ERROR",
@@ -238,19 +257,26 @@ NODES: tuple[NodeSpec, ...] = (
     ),
     NodeSpec(
         "opd", "agent.nodes.opd", "OpdNode",
-        "Online Policy Distillation; until its core lands: passes the student action through",
+        "executed action: the `drive` source's (opd: the student's until the OPD core lands), or the safe "
+        "action when it is silent -> robot command",
         subscribes=("/agent/state", "/agent/action", "/teacher/action"),
-        publishes=("/opd/action", "/diagnostics"),
+        publishes=("/opd/action", "/cmd_vel", "/diagnostics"),
         params=COMMON_PARAMS + (
-            _ARTIFACT,
-            Param("teacher_timeout_s", 1.0, "no teacher action for this long -> diagnostic WARN",
-                  "s", 0.01, 60.0),
+            _ARTIFACT, _DRIVE,
+            Param("input_timeout_s", 0.5, "no action from the executed source (the student's, or the "
+                  "teacher's with drive teacher) for this long -> safe action + ERROR", "s", 0.01, 60.0),
+            Param("safe_keepalive_hz", 1.0, "rate of the safe action while the executed source stays silent, "
+                  "after the first one (sent on going silent)", "Hz", 0.1, 100.0),
+            Param("watchdog_rate_hz", 20.0, "rate of the staleness check of the executed source",
+                  "Hz", 1.0, 1000.0),
+            Param("teacher_timeout_s", 1.0, "no teacher action for this long -> diagnostic WARN (the "
+                  "teacher is not executed; with drive teacher see input_timeout_s)", "s", 0.01, 60.0),
         ),
     ),
     NodeSpec(
         "sim_bridge", "agent.nodes.sim_bridge", "SimBridgeNode",
         "runs a sim/ backend as the robot: camera, IMU, odometry, clock and task state out; hybrid action in",
-        subscribes=(DRIVE_TOPICS["opd"],),
+        subscribes=("/opd/action",),
         publishes=("/clock", "/agent/active_skill", "/sim/privileged_state", "/odom", "/imu/data",
                    "/camera/image_raw", "/diagnostics"),
         params=COMMON_PARAMS + (
@@ -262,8 +288,7 @@ NODES: tuple[NodeSpec, ...] = (
                   "", 0, 2**31 - 1),
             Param("proxy", False, "wrap the backend in the real-robot proxy (latency, noise, randomisation)"),
             Param("proxy_config", "", "real-robot proxy YAML; empty = the sim package default"),
-            Param("drive", "opd", "hybrid action that drives the robot: opd = /opd/action, student = "
-                  "/agent/action, teacher = /teacher/action", choices=tuple(DRIVE_TOPICS)),
+            _DRIVE,
             Param("real_time_factor", 1.0, "simulated seconds per wall second; 0 = lockstep (each period "
                   "as soon as its command arrives); other than 1 needs use_sim_time", "", 0.0, 100.0),
             Param("command_deadline_s", 0.04, "wall time an observation waits for the command that answers "
@@ -272,7 +297,6 @@ NODES: tuple[NodeSpec, ...] = (
                   "contract's safe action and reports ERROR, until commands return", "s", 0.01, 60.0),
         ),
         sim_only=True,
-        selectable=(DRIVE_TOPICS["student"], DRIVE_TOPICS["teacher"]),
     ),
     NodeSpec(
         "teacher", "agent.nodes.teacher", "TeacherNode",
@@ -340,8 +364,8 @@ def markdown() -> str:
     return "\n".join([
         "```mermaid", *_mermaid(), "```", "",
         "| node | runs | subscribes | publishes |", "|---|---|---|---|",
-        *(f"| `{n.name}`{' (sim only)' if n.sim_only else ''} | {n.description} | {_code(n.subscribes)}"
-          f"{_selectable(n)} | {_code(n.publishes)} |" for n in NODES),
+        *(f"| `{n.name}`{' (sim only)' if n.sim_only else ''} | {n.description} | {_code(n.subscribes)} | "
+          f"{_code(n.publishes)} |" for n in NODES),
         "",
         "| topic | type | QoS | rate | publishers | subscribers | meaning |", "|---|---|---|---|---|---|---|",
         *(f"| `{t.name}` | `{t.msg_type}` | {_qos_text(t.qos)} | {_rate_text(t.rate_hz)} | "
@@ -377,10 +401,6 @@ def _mermaid() -> list[str]:
             if not readers:
                 box = "t" + t.name.replace("/", "_")
                 lines.append(f'  {writer} -->|{label}| {box}(["{t.name}"])')
-        for reader in (n.name for n in NODES if t.name in n.selectable):
-            choice = next(k for k, v in DRIVE_TOPICS.items() if v == t.name)  # only `drive` selects topics
-            for writer in _endpoints(t.name, "publishes"):
-                lines.append(f'  {writer} -.->|"{t.name}<br/>drive:={choice}"| {reader}')
     return lines
 
 
@@ -388,12 +408,8 @@ def _endpoints(topic: str, side: str) -> tuple[str, ...]:
     return tuple(n.name for n in NODES if topic in getattr(n, side))
 
 
-def _selectable(spec: NodeSpec) -> str:
-    return f" (or {_code(spec.selectable, ' or ')}, by parameter)" if spec.selectable else ""
-
-
-def _code(names: tuple[str, ...], sep: str = ", ") -> str:
-    return sep.join(f"`{n}`" for n in names)
+def _code(names: tuple[str, ...]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
 
 
 def _qos_text(qos: Qos) -> str:

@@ -2,9 +2,9 @@
 
 Lifecycle (rclpy managed node), so a robot can start safely:
 - configure: read parameters, load the model, create publishers (silent until activate);
-- activate: create subscriptions and timers; deactivate: remove them (the policy sends its safe action
-  first); cleanup: drop the model. A failed configure leaves the node unconfigured with the error on
-  /diagnostics instead of killing the process, so a lifecycle manager can retry.
+- activate: create subscriptions and timers; deactivate: remove them (the policy and the opd node send
+  their safe action first); cleanup: drop the model. A failed configure leaves the node unconfigured with
+  the error on /diagnostics instead of killing the process, so a lifecycle manager can retry.
 With `autostart` (default) a node configures and activates itself once it spins; with `autostart:=false`
 a lifecycle manager drives it, e.g. to hold the policy inactive until every model has loaded.
 
@@ -135,12 +135,12 @@ class AgentNode(LifecycleNode):
         return pub
 
     def subscribe(self, topic: str, callback: Callable[[Any], None], group: CallbackGroup) -> Subscription:
-        """Subscription (alive while active) on a graph topic this node subscribes to (or may select).
+        """Subscription (alive while active) on a graph topic this node subscribes to.
 
         A callback taking two arguments also gets rclpy's MessageInfo (source and reception timestamps,
         publication sequence number).
         """
-        t = self._topic(topic, self.spec.subscribes + self.spec.selectable)
+        t = self._topic(topic, self.spec.subscribes)
         sub = self.create_subscription(
             msg_class(t.msg_type), t.name, callback, qos_profile(t.qos),
             callback_group=group, event_callbacks=NO_SUBSCRIPTION_EVENTS,
@@ -184,7 +184,7 @@ class AgentNode(LifecycleNode):
             self.get_logger().warning(text)
 
     def finalize(self) -> None:
-        """Shut the lifecycle down while the context is still valid (the policy's safe action goes out)."""
+        """Shut the lifecycle down while the context is still valid (the safe actions go out)."""
         if self.lifecycle_state in ("inactive", "active") and rclpy.ok(context=self.context):
             self.trigger_shutdown()
 

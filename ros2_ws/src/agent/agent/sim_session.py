@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import math
 import os
 import shutil
@@ -60,7 +61,7 @@ class SessionConfig:
     precision: str = ""  # encoder precision; "" = the backend's default (int8 needs `agent export --int8`)
     threads: int = 1  # intra-op threads of each inference backend; 0 = the backend's default
     executor: str = "single"  # executor of each node: single | multi (agent.bringup)
-    drive: str = "opd"  # which hybrid action drives the robot (graph.DRIVE_TOPICS)
+    drive: str = "opd"  # whose action the robot executes: launch argument `drive` (graph.DRIVES)
     teacher: Path | None = None  # teacher checkpoint; None = the committed one of the robot
     proxy: bool = False  # run the simulator behind the real-robot proxy
     speed: float = 1.0  # real-time factor; 0 = lockstep (as fast as the graph answers)
@@ -73,8 +74,7 @@ class SessionConfig:
         node = {name: params[name]["ros__parameters"] for name in params}
         node["encoder"].update(inference_threads=self.threads, precision=self.precision)
         node["policy"].update(inference_threads=self.threads)
-        node["sim_bridge"].update(drive=self.drive, proxy=self.proxy, real_time_factor=float(self.speed),
-                                  seed=self.seed)  # fmt: skip
+        node["sim_bridge"].update(proxy=self.proxy, real_time_factor=float(self.speed), seed=self.seed)
         node["teacher"].update(checkpoint=str(self.teacher or ""))
         return params
 
@@ -122,19 +122,17 @@ class SimSession:
         self._params_dir = tempfile.TemporaryDirectory(prefix="agent-run-")
         params_file = Path(self._params_dir.name) / graph.PARAMS_FILE
         params_file.write_text(yaml.safe_dump(self.params, sort_keys=False))
+        sim_time = "false" if cfg.speed == 1.0 else "true"
+        launch_args = {"artifact_dir": str(cfg.artifact_dir), "backend": cfg.backend, "sim": cfg.sim,
+                       "drive": cfg.drive, "use_sim_time": sim_time}  # fmt: skip
         self.recorder = None
         if cfg.record is not None:
-            self.recorder = BagRecorder(cfg.record, graph.TOPICS.values(), context,
-                                        {"agent.params": params_file.read_text()})  # fmt: skip
+            # The resolved configuration beside the data: parameters, and the launch arguments (`drive`).
+            metadata = {"agent.params": params_file.read_text(), "agent.launch_args": json.dumps(launch_args)}
+            self.recorder = BagRecorder(cfg.record, graph.TOPICS.values(), context, metadata)
         try:
             self.bringup = Bringup(
-                context=context,
-                executor=cfg.executor,
-                params_file=str(params_file),
-                artifact_dir=str(cfg.artifact_dir),
-                backend=cfg.backend,
-                sim=cfg.sim,
-                use_sim_time="false" if cfg.speed == 1.0 else "true",
+                context=context, executor=cfg.executor, params_file=str(params_file), **launch_args
             )
         except BaseException:
             if self.recorder is not None:

@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not loa
     from agent.sim_session import Progress, SessionConfig, SimSession
 
 DEFAULT_CONFIG = "policies/configs/student_small.yaml"  # relative to the repository root
-DRIVES = ("opd", "student", "teacher")
 
 
 def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,8 +44,9 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per inference backend")
     parser.add_argument("--executor", choices=graph.EXECUTORS, default="single",
                         help="each node's executor: single or multi-threaded (agent.bringup)")  # fmt: skip
-    parser.add_argument("--drive", choices=DRIVES, default="opd",
-                        help="which action drives the robot (opd = the student until OPD lands)")  # fmt: skip
+    parser.add_argument("--drive", choices=graph.DRIVES, default="opd",
+                        help="whose action the robot executes (launch argument drive; opd = the student's "
+                        "until the OPD core runs in the opd node)")  # fmt: skip
     parser.add_argument("--teacher", type=Path, help="teacher.pt (teacher.yaml beside it); default: the "
                         "committed sim/robots/diffbot/teacher/teacher.pt")  # fmt: skip
     parser.add_argument("--proxy", action="store_true", help="run the simulator behind the real-robot proxy")

@@ -1,91 +1,222 @@
-"""OPD node shell: the topics and parameters of Online Policy Distillation, passing the student through.
+"""OPD node: the one place the executed action comes from, the action the robot follows.
 
-The OPD core (opd/, its own issue) will pair student states with teacher actions by stamp and decide the
-executed action. Until it lands this node checks every input against the skill contract, reports whether
-a teacher is present, and republishes the student's action unchanged on /opd/action.
+`drive` (a launch argument it shares with the sim bridge, `agent.graph.DRIVE_SOURCES`) picks whose action
+is executed:
+- opd: OPD's decision. The OPD core (`opd.online_distillation`, whose gate chooses between student and
+  teacher) does not run in this node yet; another change puts the gate here. Until then opd executes the
+  student's action, as student does;
+- student: the student's /agent/action;
+- teacher: the teacher's /teacher/action (sim only: with sim:=none no teacher runs).
+Each executed action goes out on /opd/action, then its Twist on /cmd_vel (`agent.base_command.TwistMapping`,
+the mapping the robot's base controller applies), from the same decision under one lock, so the two streams
+pair up message by message. It keeps the stamp of the input it answers (the camera image's for the student,
+the privileged state's for the teacher), which is how the sim bridge matches answers and measures latency,
+and it passes `SkillContract.clip`. The policy no longer commands the base: /agent/action is a proposal.
+
+Silent source: with no action from the executed source for `input_timeout_s` (none yet after activation;
+with drive teacher and sim:=none, never) the node sends the contract's safe action (`stop`, stamped when
+sent) on both topics and reports ERROR on /diagnostics, rather than act with another source. The first
+safe action goes out at the next watchdog check (`watchdog_rate_hz`), then one every 1/`safe_keepalive_hz`
+s (1 s) until the source acts again: a decisive stop, not a 20 Hz flood (`policies.safe_fallback`).
+Arbitration with other command sources (twist_mux style) is not done here. The policy's own safe action on
+stale embeddings is a student action like any other and is executed as such. Deactivate sends the safe
+action last.
+
+Inputs are checked: actions against the contract (layout, skill id, bounds: malformed ones are counted and
+rejected, never executed), state embeddings by stamp. Teacher presence is reported; without a teacher there
+is nothing to distil from (WARN), unless the teacher is to drive (then the executed action's ERROR says so).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+from builtin_interfaces.msg import Time
+from rclpy.duration import Duration
 from sensor_msgs.msg import JointState
 
-from agent.graph import TOPICS, node
+from agent.base_command import TwistMapping
+from agent.graph import DRIVE_SOURCES, TOPICS, node
 from agent.lifecycle_node import AgentNode, run_node
-from agent.messages import ActionCodec, MessageError, checked_stamp
+from agent.messages import ActionCodec, MessageError, checked_stamp, sec_to_stamp
 from policies.artifact import Artifact
+from policies.safe_fallback import SafeFallback
 from policies.stream_stats import Level, Status, StreamStats
 
-STATE, STUDENT, TEACHER, OUT = "/agent/state", "/agent/action", "/teacher/action", "/opd/action"
+STATE, STUDENT, TEACHER = "/agent/state", "/agent/action", "/teacher/action"
+ACTION, CMD_VEL = "/opd/action", "/cmd_vel"
+SOURCE_NAMES = {STUDENT: "student", TEACHER: "teacher"}  # who a source topic's actions come from
+ACK_TIMEOUT = Duration(seconds=0.5)  # how long the last safe action may take to be acknowledged on exit
 
 
 class OpdNode(AgentNode):
-    """Pass-through of the student action, with checked inputs and teacher presence on /diagnostics."""
+    """Executes the `drive` source's action on /opd/action and /cmd_vel; the safe action when it is silent."""
 
     def __init__(self, **kwargs: Any) -> None:
+        self.fallback: SafeFallback | None = None  # set at configure
         super().__init__(node("opd"), **kwargs)
 
     def configure(self) -> None:
         s = self.settings()
         if not s["artifact_dir"]:
             raise ValueError("artifact_dir is empty: pass the directory written by `agent export --out DIR`")
-        # Only the contract is needed until the OPD core lands; loading verifies the artifact's hashes.
-        self.codec = ActionCodec(Artifact.load(s["artifact_dir"]).contract)
+        # Only the contract is needed until the OPD core runs here; loading verifies the artifact's hashes.
+        self.contract = Artifact.load(s["artifact_dir"]).contract
+        self.codec = ActionCodec(self.contract)
+        self.mapping = TwistMapping(self.contract)
+        self.drive = s["drive"]
+        self.source = DRIVE_SOURCES[self.drive]
         self.state = StreamStats("state", TOPICS[STATE].rate_hz)
         self.student = StreamStats("student_action", TOPICS[STUDENT].rate_hz)
         self.teacher = StreamStats("teacher_action", TOPICS[TEACHER].rate_hz, s["teacher_timeout_s"])
-        self.pub = self.publisher(OUT)
+        self.executed = StreamStats("executed_action", TOPICS[ACTION].rate_hz)  # latency: stamp -> sent
+        self.fallback = SafeFallback(s["input_timeout_s"], 1.0 / s["safe_keepalive_hz"])
+        self.watchdog_period_s = 1.0 / s["watchdog_rate_hz"]
+        self.clipped = 0  # source actions that had to be clipped into the contract
+        self.acting = False  # actions may go out (active, not deactivating)
+        self.pub_action = self.publisher(ACTION)
+        self.pub_cmd = self.publisher(CMD_VEL)
 
     def activate(self) -> None:
+        self.acting = True
         self.subscribe(STATE, self.on_state, self.io_group)
         self.subscribe(STUDENT, self.on_student, self.io_group)
         self.subscribe(TEACHER, self.on_teacher, self.io_group)
+        self.timer(self.watchdog_period_s, self.watchdog, self.io_group)
+
+    def deactivate(self) -> None:
+        """Leave the robot stopped: send the safe action and give it a moment to be acknowledged."""
+        with self.lock:  # from here on nothing else goes out, even from a callback already running
+            self.acting = False
+            self.publish_safe(self.now_s())
+        self.pub_action.wait_for_all_acked(ACK_TIMEOUT)
+        self.pub_cmd.wait_for_all_acked(ACK_TIMEOUT)
 
     def on_state(self, msg: JointState) -> None:
-        self._checked(self.state, msg, action=False)
+        now = self.now_s()
+        try:
+            stamp = checked_stamp(msg.header.stamp)
+            if why := self.state.check_stamp(stamp):
+                raise MessageError("stamp", why)
+        except MessageError as err:
+            self.reject(self.state, err, now)
+            return
+        with self.lock:
+            self.state.accept(stamp, now)
 
     def on_student(self, msg: JointState) -> None:
-        if self._checked(self.student, msg, action=True):
-            self.pub.publish(msg)
+        self._on_action(STUDENT, self.student, msg)
 
     def on_teacher(self, msg: JointState) -> None:
-        self._checked(self.teacher, msg, action=True)
+        self._on_action(TEACHER, self.teacher, msg)
 
-    def _checked(self, stream: StreamStats, msg: JointState, action: bool) -> bool:
-        """Check the stamp (and an action's layout and bounds); count the message; True if usable.
+    def _on_action(self, topic: str, stream: StreamStats, msg: JointState) -> None:
+        """Check an action (stamp, layout, skill id, bounds), count it, and execute it if `topic` drives.
 
         Action stamps need not increase: the policy interleaves safe actions stamped when sent with actions
-        stamped with their (older) image. States carry image stamps, which must.
+        stamped with their (older) image.
         """
         now = self.now_s()
         try:
             stamp = checked_stamp(msg.header.stamp)
-            if action:
-                self.codec.from_msg(msg)
-            elif why := stream.check_stamp(stamp):
-                raise MessageError("stamp", why)
+            skill, params = self.codec.from_msg(msg)
         except MessageError as err:
             self.reject(stream, err, now)
-            return False
+            return
         with self.lock:
             stream.accept(stamp, now)
-        return True
+        if topic == self.source:
+            self.execute(skill, params, msg.header.stamp)
+
+    def execute(self, skill: int, params: np.ndarray, stamp: Time) -> None:
+        """The source's action, within the contract and with its input's stamp, to the robot."""
+        action = self.contract.clip(skill, params)
+        if action.clipped:
+            self.warn_throttled("clipped", f"executed action clipped into the contract: {action.reason}")
+        with self.lock:
+            if not self.acting:  # deactivated meanwhile: the safe action stays the last command
+                return
+            now = self.now_s()
+            self.publish(action.skill, action.params, stamp)
+            self.executed.accept(checked_stamp(stamp), now)
+            self.clipped += action.clipped
+            resumed = self.fallback.on_action(now)
+        if resumed:
+            self.get_logger().info(f"{SOURCE_NAMES[self.source]} actions again: executing them")
+
+    def watchdog(self) -> None:
+        """The safe action while the executed source is silent: at once, then at the keep-alive rate."""
+        now = self.now_s()
+        # Decided and sent under the lock that source actions go out under: a safe action decided before a
+        # source action was executed cannot follow it.
+        with self.lock:
+            if not self.acting:
+                return
+            entering = not self.fallback.stopped
+            due = self.fallback.on_tick(now)
+            if due:
+                self.publish_safe(now)
+        if due and entering:
+            self.get_logger().warning(f"{self._silence(now)}: sending the safe action")
+
+    def publish_safe(self, now: float) -> None:
+        """The contract's safe action, stamped when sent; called under `self.lock`."""
+        self.publish(self.contract.safe_skill_id, self.contract.layout.defaults, sec_to_stamp(now))
+
+    def publish(self, skill: int, params: np.ndarray, stamp: Time) -> None:
+        """The executed action (within the contract) on /opd/action, then its Twist on /cmd_vel.
+
+        The stamp goes out exactly as it came in, to the nanosecond (float seconds are 0.2 us apart at
+        today's epoch), so the answer matches its input however it is compared.
+        """
+        msg = self.codec.to_msg(skill, params, 0.0)
+        msg.header.stamp = stamp  # the input's own
+        self.pub_action.publish(msg)
+        self.pub_cmd.publish(self.mapping.twist(skill, params))
+
+    def _silence(self, now: float) -> str:
+        """Why the executed source counts as silent, for logs and diagnostics."""
+        who = SOURCE_NAMES[self.source]
+        last = self.fallback.last_action_s
+        if last is None:
+            absent = " (no teacher runs with sim:=none)" if self.source == TEACHER else ""
+            return f"drive {self.drive}: no {who} action yet{absent}"
+        timeout = self.fallback.timeout_s
+        return f"drive {self.drive}: no {who} action for {now - last:.2f} s (timeout {timeout} s)"
 
     def health(self, now: float) -> list[tuple[str, Status]]:
         teacher = self.teacher.status(now)
-        if teacher.level == Level.ERROR:
+        if teacher.level == Level.ERROR and self.source != TEACHER:
             # The student still acts without a teacher; there is just nothing to distil from.
             teacher = Status(Level.WARN, f"{teacher.message}; nothing to distil from", teacher.values)
+        executed = self.executed.status(now)
+        executed.values.update({
+            "drive": self.drive,
+            "source": self.source,
+            "safe_actions": str(self.fallback.safe_sent),
+            "clipped": str(self.clipped),
+        })  # fmt: skip
+        if self.fallback.silent(now):
+            safe, period = self.contract.safe_skill, self.fallback.keepalive_s
+            executed = Status(Level.ERROR, f"{self._silence(now)}; sending the safe action ({safe}), "
+                              f"repeated every {period:g} s", executed.values)  # fmt: skip
         return [("state", self.state.status(now)), ("student_action", self.student.status(now)),
-                ("teacher_action", teacher)]  # fmt: skip
+                ("teacher_action", teacher), ("executed_action", executed)]  # fmt: skip
 
     def summary(self) -> dict[str, str]:
-        return {"mode": "pass_through (OPD core not yet available)"}
+        if self.fallback is None:  # not configured yet
+            return {}
+        who = SOURCE_NAMES[self.source]
+        core = "; OPD core not yet in the node" if self.drive == "opd" else ""
+        mode = f"executing the {who}'s action{core}"
+        if self.fallback.stopped:
+            mode = f"safe action ({self.contract.safe_skill}): the {who} is silent"
+        return {"drive": self.drive, "mode": mode}
 
 
 def main(args: list[str] | None = None) -> None:
-    """`ros2 run agent opd`: spin until Ctrl-C, SIGTERM or shutdown."""
+    """`ros2 run agent opd`: spin until a signal (the safe action goes out on the way) or shutdown."""
     run_node(OpdNode, args)
 
 

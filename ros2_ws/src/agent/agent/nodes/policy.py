@@ -1,4 +1,7 @@
-"""Policy node: state embedding -> hybrid action within the skill contract -> action topic and Twist.
+"""Policy node: state embedding -> hybrid action within the skill contract -> the student's action topic.
+
+The student's action is a proposal: the opd node decides what is executed and is the one that commands
+the base (/opd/action and /cmd_vel), whatever `drive` is.
 
 Acting is event-driven: each fresh embedding is acted on and published at once, stamped with its image
 stamp, so the camera-to-command latency does not include a timer phase. A watchdog timer (ROS clock,
@@ -17,7 +20,6 @@ import numpy as np
 from rclpy.duration import Duration
 from sensor_msgs.msg import JointState
 
-from agent.base_command import TwistMapping
 from agent.graph import TOPICS, node
 from agent.lifecycle_node import AgentNode, run_node
 from agent.messages import ActionCodec, MessageError, checked_stamp, embedding_names, msg_to_embedding
@@ -25,7 +27,7 @@ from agent.nodes import RuntimeLoader
 from policies.runtime import StudentRuntime, load_student
 from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
 
-STATE, ACTION, CMD_VEL = "/agent/state", "/agent/action", "/cmd_vel"
+STATE, ACTION = "/agent/state", "/agent/action"
 ACK_TIMEOUT = Duration(seconds=0.5)  # how long the last safe action may take to be acknowledged on exit
 
 
@@ -45,7 +47,6 @@ class PolicyNode(AgentNode):
         self.runtime = rt = self._load_runtime(s["artifact_dir"], backend=s["backend"], **threads)
         self.contract = rt.contract
         self.codec = ActionCodec(rt.contract)
-        self.mapping = TwistMapping(rt.contract)
         self.names = embedding_names(rt.embed_dim)
         self.input_timeout_s = s["input_timeout_s"]
         self.watchdog_period_s = 1.0 / s["watchdog_rate_hz"]
@@ -57,7 +58,6 @@ class PolicyNode(AgentNode):
         self.stale = True  # until the first fresh embedding arrives
         self.acting = False  # model actions may go out (active, not deactivating)
         self.pub_action = self.publisher(ACTION)
-        self.pub_cmd = self.publisher(CMD_VEL)
 
     def activate(self) -> None:
         self.acting = True
@@ -70,7 +70,6 @@ class PolicyNode(AgentNode):
             self.acting = False
             self.publish_safe(self.now_s())
         self.pub_action.wait_for_all_acked(ACK_TIMEOUT)
-        self.pub_cmd.wait_for_all_acked(ACK_TIMEOUT)
 
     def cleanup(self) -> None:
         self.runtime = None
@@ -136,9 +135,8 @@ class PolicyNode(AgentNode):
         self.safe_actions += 1
 
     def publish(self, skill: int, params: np.ndarray, stamp: float) -> None:
-        """Action (within the contract) on the action topic, and its Twist on /cmd_vel."""
+        """Action (within the contract) on the action topic."""
         self.pub_action.publish(self.codec.to_msg(skill, params, stamp))
-        self.pub_cmd.publish(self.mapping.twist(skill, params))
 
     def health(self, now: float) -> list[tuple[str, Status]]:
         state = self.state_in.status(now)

@@ -7,11 +7,13 @@ each observation's answer); this node converts in both directions:
   are released on their own as they arrive, as a real IMU streams. Stamps are capture times: ROS time is
   the wall time at the run's start plus the simulated time since, so with real_time_factor 1 stamps follow
   the system clock (use_sim_time may stay off) and /clock carries the same time base;
-- the hybrid action on the drive topic (`drive`: OPD's, the student's or the teacher's) -> the robot,
-  which clips it to the skill contract in `send_action`; clipped commands are counted, malformed ones
-  rejected. Nothing outside the contract reaches the simulator. Without a command for
-  `command_timeout_s` the robot applies the contract's safe action (`stop`) and the node reports ERROR,
-  until commands return.
+- the executed hybrid action on /opd/action (the opd node's, whoever `drive` names) -> the robot, which
+  clips it to the skill contract in `send_action`; clipped commands are counted, malformed ones rejected.
+  Nothing outside the contract reaches the simulator. Without a command for `command_timeout_s` the robot
+  applies the contract's safe action (`stop`) and the node reports ERROR, until commands return.
+  `drive` (one launch argument with the opd node's) only says which input a command answers: the
+  privileged state for the teacher, the camera image otherwise (its stamp, for answer matching and
+  latency), and so which inputs go out first and which readers the readiness check waits for.
 Lifecycle: configure builds and connects the backend (on the robot thread), activate starts episodes once
 the controller is connected, deactivate stops them and leaves the robot on the contract's safe action,
 cleanup closes the backend.
@@ -28,7 +30,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 
 import sim
-from agent.graph import DRIVE_TOPICS, TOPICS, node
+from agent.graph import TOPICS, node
 from agent.lifecycle_node import AgentNode, run_node
 from agent.messages import (
     ActionCodec,
@@ -51,7 +53,7 @@ from sim.robot_interface import AppliedAction, Observation, RobotInterface
 
 SIM_CONFIGS = Path(sim.__file__).resolve().parent / "configs"  # <sim>.yaml and proxy.yaml
 CLOCK, SKILL, PRIVILEGED, ODOM = "/clock", "/agent/active_skill", "/sim/privileged_state", "/odom"
-IMU, CAMERA = "/imu/data", "/camera/image_raw"
+IMU, CAMERA, COMMAND = "/imu/data", "/camera/image_raw", "/opd/action"
 ODOM_FIELDS = ("odom_x_m", "odom_y_m", "odom_yaw_rad", "odom_v_mps", "odom_w_radps")  # proprio columns
 
 
@@ -97,7 +99,7 @@ class SimBridgeNode(AgentNode):
             "real_time_factor": f"{s['real_time_factor']:g}",
             "control_hz": str(spec.control_hz), "camera_hz": str(cfg.rates.camera_hz),
         }  # fmt: skip
-        self.commands = StreamStats("command", TOPICS[DRIVE_TOPICS[self.drive]].rate_hz)
+        self.commands = StreamStats("command", TOPICS[COMMAND].rate_hz)
         self.command_timeout_s = s["command_timeout_s"]
         self.epoch_s = 0.0  # ROS time at simulated time 0 of the current run, s
         self.pubs = {t: self.publisher(t) for t in (CLOCK, SKILL, PRIVILEGED, ODOM, IMU, CAMERA)}
@@ -106,7 +108,7 @@ class SimBridgeNode(AgentNode):
         self.loop = loop
 
     def activate(self) -> None:
-        self.command_sub = self.subscribe(DRIVE_TOPICS[self.drive], self.on_command, self.io_group)
+        self.command_sub = self.subscribe(COMMAND, self.on_command, self.io_group)
         self.parked = None
         self.loop.start()
 
@@ -145,8 +147,8 @@ class SimBridgeNode(AgentNode):
         ready = self.command_sub.get_publisher_count() > 0
         ready = ready and all(self.pubs[t].get_subscription_count() > 0 for t in inputs)
         if not ready:
-            self.warn_throttled("waiting", f"waiting for the controller: a publisher on "
-                                f"{DRIVE_TOPICS[self.drive]} and readers of {', '.join(inputs)}")  # fmt: skip
+            self.warn_throttled("waiting", f"waiting for the controller: a publisher on {COMMAND} and "
+                                f"readers of {', '.join(inputs)}")  # fmt: skip
         return ready
 
     def publish_release(self, r: Release) -> None:

@@ -1,7 +1,8 @@
-"""Encoder and policy as two `ros2 run`-style processes on a real exported model, talking over DDS.
+"""Encoder, policy and opd as `ros2 run`-style processes on a real exported model, talking over DDS.
 
-The test process feeds camera and IMU and records what comes out; then Ctrl-C on the policy process
-must leave the robot on the safe action.
+The test process feeds camera and IMU and records what comes out: the policy's proposals, and the opd
+node's executed action and base command. Ctrl-C on the policy leaves its proposal on the safe action; Ctrl-C
+on the opd node, which commands the base, must leave the robot on it.
 """
 
 from __future__ import annotations
@@ -39,14 +40,14 @@ def active(probe: Probe, node: str) -> bool:
     return status is not None and {kv.key: kv.value for kv in status.values}.get("state") == "active"
 
 
-def test_encoder_and_policy_processes_turn_camera_and_imu_into_bounded_commands(
+def test_node_processes_turn_camera_and_imu_into_bounded_commands(
     ros_context: Context, tiny_artifact: Path, tmp_path: Path
 ) -> None:
     contract = Artifact.load(tiny_artifact).contract
     codec, mapping = ActionCodec(contract), TwistMapping(contract)
-    procs = {n: start(n, tiny_artifact, tmp_path / f"{n}.log") for n in ("encoder", "policy")}
+    procs = {n: start(n, tiny_artifact, tmp_path / f"{n}.log") for n in ("encoder", "policy", "opd")}
     probe = Probe(ros_context)
-    probe.record("/agent/state", "/agent/action", "/cmd_vel", "/diagnostics")
+    probe.record("/agent/state", "/agent/action", "/opd/action", "/cmd_vel", "/diagnostics")
     probe.advertise("/camera/image_raw", "/imu/data")
     executor = SingleThreadedExecutor(context=ros_context)
     executor.add_node(probe.node)
@@ -62,28 +63,42 @@ def test_encoder_and_policy_processes_turn_camera_and_imu_into_bounded_commands(
 
         image_stamps = {round(s, 6) for s in stamps}  # stamps travel with nanosecond resolution
 
-        def from_images() -> list:
-            return [m for m in probe.received["/agent/action"] if usec(m) in image_stamps]
+        def from_images(topic: str) -> list:
+            return [m for m in probe.received[topic] if usec(m) in image_stamps]
 
-        assert spin_until(executor, lambda: len(from_images()) >= 10, timeout_s=5.0), (
-            tmp_path / "encoder.log"
-        ).read_text() + (tmp_path / "policy.log").read_text()
+        def executed() -> bool:
+            """10 proposals were executed, and the probe has heard each of them proposed too."""
+            out = {usec(m) for m in from_images("/opd/action")}
+            return len(out) >= 10 and out <= {usec(m) for m in from_images("/agent/action")}
+
+        logs = lambda: "".join((tmp_path / f"{n}.log").read_text() for n in procs)  # noqa: E731
+        assert spin_until(executor, executed, timeout_s=5.0), logs()
         states = {usec(m) for m in probe.received["/agent/state"]}
         assert states <= image_stamps and len(states) >= 10  # each embedding stamped with its image
-        actions, twists = probe.received["/agent/action"], probe.received["/cmd_vel"]
-        assert len(actions) == len(twists)
-        for msg, twist in zip(actions, twists, strict=True):
-            skill, params = codec.from_msg(msg)  # raises unless within the contract
-            assert (twist.linear.x, twist.angular.z) == mapping.velocity(skill, params)
+        # drive opd (the default): the student's proposals are executed, with their image stamps.
+        proposed = {usec(m): list(m.position) for m in from_images("/agent/action")}
+        assert all(proposed[usec(m)] == list(m.position) for m in from_images("/opd/action"))
+        # Every base command is the Twist of an executed action (each decodes within the contract). Their
+        # one-to-one pairing is tested in test_opd_node.py, where no message can go out before discovery.
+        twists = {mapping.velocity(*codec.from_msg(m)) for m in probe.received["/opd/action"]}
+        assert probe.received["/cmd_vel"]
+        assert all((t.linear.x, t.angular.z) in twists for t in probe.received["/cmd_vel"])
 
         n = len(probe.received["/agent/action"])
-        procs["policy"].send_signal(signal.SIGINT)  # Ctrl-C: the robot must be left on the safe action
+        procs["policy"].send_signal(signal.SIGINT)  # Ctrl-C: the policy's last proposal is the safe action
         assert exit_code(procs["policy"], tmp_path / "policy.log") == 0
-        spin_for(executor, 0.3)
-        last = probe.received["/agent/action"][n:]
-        assert last and codec.from_msg(last[-1])[0] == contract.safe_skill_id
-        stopped = probe.received["/cmd_vel"][-1]
-        assert (stopped.linear.x, stopped.angular.z) == (0.0, 0.0)
+        stop = contract.safe_skill_id
+        proposed_stop = lambda: codec.from_msg(probe.received["/agent/action"][-1])[0] == stop  # noqa: E731
+        assert spin_until(executor, lambda: len(probe.received["/agent/action"]) > n and proposed_stop())
+        n = len(probe.received["/opd/action"])
+        procs["opd"].send_signal(signal.SIGINT)  # Ctrl-C on the node that commands the base: robot stopped
+        assert exit_code(procs["opd"], tmp_path / "opd.log") == 0
+
+        def stopped() -> bool:
+            last, twist = probe.received["/opd/action"][-1], probe.received["/cmd_vel"][-1]
+            return codec.from_msg(last)[0] == stop and (twist.linear.x, twist.angular.z) == (0.0, 0.0)
+
+        assert spin_until(executor, lambda: len(probe.received["/opd/action"]) > n and stopped())
         procs["encoder"].send_signal(signal.SIGINT)
         assert exit_code(procs["encoder"], tmp_path / "encoder.log") == 0
     finally:
