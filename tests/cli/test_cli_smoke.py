@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,65 @@ def test_eval_teacher_without_a_checkpoint_fails_with_one_clear_line(tmp_path):
     ev = agent("eval", "teacher", "--checkpoint", str(tmp_path / "none.pt"), "--json")
     assert ev.returncode == 2
     assert "none.yaml" in ev.stderr and "Traceback" not in ev.stderr
+
+
+STUDENT_QUICK = Path(__file__).parents[2] / "opd" / "configs" / "student_quick.yaml"
+
+
+def test_train_student_then_resume_then_eval_it(tmp_path):
+    run = tmp_path / "run"
+    out = agent("train", "student", "--config", str(STUDENT_QUICK), "--steps", "64", "--out", str(run))
+    assert out.returncode == 0, out.stderr
+    for name in ("student.pt", "artifact/manifest.json", "history.jsonl", "config.yaml"):
+        assert (run / name).is_file(), name
+    assert "resumed" not in out.stderr
+    out = agent("train", "student", "--config", str(STUDENT_QUICK), "--steps", "128", "--out", str(run))
+    assert out.returncode == 0, out.stderr
+    assert "resumed from" in out.stderr and "at step 64" in out.stderr
+    steps = [json.loads(line)["step"] for line in (run / "history.jsonl").read_text().splitlines()]
+    assert steps == [32, 64, 96, 128]
+    ev = agent("eval", "student", "--artifact", str(run / "artifact"), "--episodes", "2", "--envs", "2",
+               "--json")  # fmt: skip
+    assert ev.returncode == 0, ev.stderr
+    report = json.loads(ev.stdout)
+    lo, hi = report["ci95"]
+    assert report["episodes"] == 2 and 0.0 <= lo <= report["success_rate"] <= hi <= 1.0
+
+
+@pytest.mark.slow
+def test_eval_transfer_quick_reports_every_method_and_resumes(tmp_path):
+    out = tmp_path / "transfer"
+    args = ("eval", "transfer", "--quick", "--json", "--out", str(out))
+    t0 = time.monotonic()
+    first = agent(*args, timeout=600)
+    first_s = time.monotonic() - t0
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert list(report["methods"]) == ["sim_only", "dagger", "novelty", "opd"]
+    for m in report["methods"].values():
+        lo, hi = m["ci95"]
+        assert 0.0 <= lo <= m["success_rate"] <= hi <= 1.0 and m["episodes"] == 8
+        assert m["labels"] > 0 and m["wall_clock_s"] > 0 and 0.0 <= m["intervention_rate_last20"] <= 1.0
+    assert report["methods"]["dagger"]["teacher_decisions"] < report["methods"]["opd"]["teacher_decisions"]
+    assert report["teacher"]["episodes"] == 8 and len(report["teacher"]["ci95"]) == 2
+    assert set(report["derived"]) == {"opd_gap_closed", "opd_vs_dagger", "opd_vs_novelty"}
+    assert report["command"] == "agent " + " ".join(args)
+    assert json.loads((out / "report" / "results.json").read_text()) == report
+    md = (out / "report" / "report.md").read_text()
+    assert "| opd |" in md and "| teacher |" in md and "last 20% of training" in md
+    for plot in ("success.png", "training.png", "pred_error.png"):
+        assert (out / "report" / plot).stat().st_size > 1000
+    history = (out / "opd" / "history.jsonl").read_text()
+
+    t0 = time.monotonic()
+    again = agent(*args, timeout=600)  # the same command: everything is there, nothing is retrained
+    assert again.returncode == 0, again.stderr
+    assert time.monotonic() - t0 < first_s / 3
+    assert json.loads(again.stdout) == report
+    assert (out / "opd" / "history.jsonl").read_text() == history
+    assert json.loads((out / "opd" / "wall_clock.json").read_text())["runs"] == 1
+
+    human = agent("eval", "transfer", "--quick", "--out", str(out), "--report", str(tmp_path / "rep"))
+    assert human.returncode == 0, human.stderr
+    assert "opd" in human.stdout and "teacher" in human.stdout and "sim-only-to-teacher gap" in human.stdout
+    assert (tmp_path / "rep" / "report.md").is_file()

@@ -1,17 +1,26 @@
-"""`agent eval teacher|student`: success rate with a Wilson 95% interval over seeded episodes."""
+"""`agent eval teacher|student|transfer`: success rate with a Wilson 95% interval over seeded episodes.
+
+`transfer` is the sim-to-real benchmark (`opd.transfer_benchmark`): four students trained at one label
+budget, each evaluated acting alone on the real-robot proxy, and a report against the issue's targets.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shlex
+import sys
 from pathlib import Path
 
+import opd
 import sim
 
 SIM_DIR = Path(sim.__file__).parent
 DEFAULT_TEACHER = SIM_DIR / "robots" / "diffbot" / "teacher" / "teacher.pt"
 DEFAULT_PROXY = SIM_DIR / "configs" / "proxy.yaml"
 DEFAULT_STUDENT = SIM_DIR / "robots" / "diffbot" / "student"  # the committed OPD student artifact
+OPD_CONFIGS = Path(opd.__file__).parent / "configs"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,9 +44,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--backend", default="onnxruntime", help="runtime backend (torch, onnxruntime, tensorrt)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--envs", type=int, default=16, help="episodes run side by side (one backend object)")
+    r = sub.add_parser(
+        "transfer",
+        help="sim-to-real benchmark: train sim_only, dagger, novelty and opd at one label budget, evaluate "
+        "each student alone on the proxy, report against the targets (resumes from --out)",
+    )
+    which = r.add_mutually_exclusive_group()
+    which.add_argument("--quick", action="store_true", help="tiny students, minutes on a CPU (a smoke run)")
+    which.add_argument("--config", type=Path, help="TransferConfig YAML (default opd/configs/transfer.yaml)")
+    r.add_argument("--out", type=Path, help="output directory (default runs/transfer or runs/transfer_quick)")
+    r.add_argument("--report", type=Path, help="report directory (default OUT/report)")
+    r.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.what == "transfer":
+        return run_transfer(args)
     from opd.evaluation import evaluate_student, evaluate_teacher, load_teacher
 
     proxy = args.proxy_config if args.proxy else None
@@ -59,3 +81,51 @@ def run(args: argparse.Namespace) -> int:
               f"(95% CI {lo:.1%}-{hi:.1%}), mean return {report['mean_return']:.2f}, "
               f"outcomes {report['outcomes']}")  # fmt: skip
     return 0
+
+
+def run_transfer(args: argparse.Namespace) -> int:
+    from opd.transfer_benchmark import TransferBenchmark, TransferConfig
+    from opd.transfer_report import write_report
+
+    name = "transfer_quick" if args.quick else "transfer"
+    cfg = TransferConfig.from_yaml(args.config or OPD_CONFIGS / f"{name}.yaml")
+    out = args.out or Path("runs") / name
+    command = shlex.join(["agent", *sys.argv[1:]])
+    bench = TransferBenchmark(cfg, out, command)
+    with contextlib.redirect_stdout(sys.stderr):  # training's progress bars; stdout carries the results
+        report = bench.run()
+    if report is None:  # stopped by SIGINT/SIGTERM after a checkpoint
+        print(f"interrupted; rerun the same command to resume from {out}")
+        return 130
+    md = write_report(report, bench.histories(), args.report or out / "report")
+    if args.json:
+        print(json.dumps(report))
+    else:
+        _print_transfer(report)
+        print(f"wrote {md}")
+    return 0
+
+
+def _print_transfer(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from opd.transfer_report import ci, duration, number, pct, target_value
+
+    table = Table(title=f"students alone on the real-robot proxy, {report['teacher']['episodes']} episodes")
+    for col in ("policy", "success", "95% CI", "labels", "teacher", "last 20%", "switches/min", "train"):
+        table.add_column(col)
+    for name, m in report["methods"].items():
+        table.add_row(
+            name, pct(m["success_rate"]), ci(m["ci95"]), number(m["labels"]), pct(m["intervention_rate"]),
+            pct(m["intervention_rate_last20"]), number(m["switches_per_min"], ".2f"),
+            duration(m["wall_clock_s"]),
+        )  # fmt: skip
+    t = report["teacher"]
+    table.add_row("teacher", pct(t["success_rate"]), ci(t["ci95"]), "-", "100%", "-", "-", "-")
+    console = Console(width=None if sys.stdout.isatty() else 120)  # a pipe gets every column
+    console.print(table)
+    console.print(f"OPD closes {pct(report['derived']['opd_gap_closed'])} of the sim-only-to-teacher gap")
+    for row in report["targets"]:
+        result = {True: "PASS", False: "FAIL", None: "n/a"}[row["pass"]]
+        console.print(f"{result:4}  {row['target']} ({row['goal']}): {target_value(row)} {row['note']}")

@@ -1,0 +1,338 @@
+"""The sim-to-real transfer benchmark: four students trained at one label budget, each evaluated alone.
+
+`agent eval transfer` trains sim_only, dagger, novelty and opd with `StudentTrainer` (the same training
+config, `total_steps` and seed: one teacher label per student frame, so the same label budget), then runs
+each final student acting alone on the real-robot proxy on held-out seeds (`EVAL_SEED` + i) with a 95%
+Wilson interval, and the teacher on the same proxy episodes. The report compares them against the issue's
+targets (`Targets`).
+
+Output directory (rerunning the same command resumes; finished steps are not redone):
+    config.yaml                    resolved TransferConfig
+    <method>/                      StudentTrainer's output (checkpoints, history.jsonl, student.pt, artifact/)
+    <method>/wall_clock.json       training seconds summed over the runs that trained it
+    <method>/eval.json             the student's evaluation on the proxy
+    teacher/eval.json              the teacher's evaluation on the proxy
+    report/                        results.json, report.md, *.png (`opd.transfer_report`)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from opd.evaluation import EVAL_SEED, evaluate_student, evaluate_teacher, load_teacher
+from opd.student_training import Method, StudentTrainConfig, StudentTrainer, project_path
+from policies.config import Config
+from policies.runtime import load_student
+
+log = logging.getLogger(__name__)
+
+METHODS: tuple[Method, ...] = ("sim_only", "dagger", "novelty", "opd")  # baselines first, as in the report
+LAST_SHARE = 0.2  # the issue's "last 20% of training", fraction of decisions
+SWITCH_ROWS = 3  # log lines averaged for the final switches per minute
+
+
+class Targets(Config):
+    """The issue's acceptance targets for OPD."""
+
+    opd_success: float = Field(0.9, ge=0, le=1)  # OPD student's success rate on the proxy, fraction
+    gap_closed: float = Field(0.8, ge=0)  # share of the sim-only-to-teacher gap OPD closes, fraction
+    intervention_last20: float = Field(0.1, ge=0, le=1)  # teacher share of decisions, last 20%, fraction
+
+
+class TransferConfig(Config):
+    """One transfer benchmark: which methods, how long each trains, how many evaluation episodes."""
+
+    methods: list[Method] = Field(default_factory=lambda: list(METHODS), min_length=1)  # trained in order
+    train_config: str = "opd/configs/student.yaml"  # StudentTrainConfig YAML shared by every method
+    total_steps: int | None = Field(None, ge=1)  # decisions per method (= labels); None = the config's
+    episodes: int = Field(200, ge=1)  # evaluation episodes per policy (seeds EVAL_SEED + i), episodes
+    num_envs: int = Field(16, ge=1)  # evaluation episodes run side by side (one backend object), envs
+    seed: int = 0  # training seed of every method (overrides the training config's)
+    backend: str = "onnxruntime"  # runtime backend the students are evaluated with (torch, onnxruntime)
+    targets: Targets = Field(default_factory=Targets)
+
+    @field_validator("methods")
+    @classmethod
+    def _unique(cls, methods: list[str]) -> list[str]:
+        if len(set(methods)) != len(methods):
+            raise ValueError(f"methods must not repeat: {methods}")
+        return methods
+
+    def train(self, method: str | None = None) -> StudentTrainConfig:
+        """The training config of `method` (None: the shared one) with this benchmark's budget and seed."""
+        base = StudentTrainConfig.from_yaml(project_path(self.train_config))
+        update: dict[str, Any] = {"seed": self.seed, "total_steps": self.total_steps or base.total_steps}
+        if method is not None:
+            update["method"] = method
+        return StudentTrainConfig.from_dict({**base.model_dump(), **update}, self.train_config)
+
+
+class TransferBenchmark:
+    """Trains, evaluates and summarises each method into `out`; `run()` resumes what is missing."""
+
+    def __init__(self, cfg: TransferConfig, out_dir: Path, command: str = "") -> None:
+        self.cfg, self.out, self.command = cfg, Path(out_dir), command
+        self.base = cfg.train()
+        self.out.mkdir(parents=True, exist_ok=True)
+        cfg.to_yaml(self.out / "config.yaml")
+
+    def run(self) -> dict[str, Any] | None:
+        """Every method trained and evaluated, and the teacher evaluated; the report dict, or None when
+        training was stopped (SIGINT/SIGTERM after a checkpoint)."""
+        methods: dict[str, dict[str, Any]] = {}
+        for method in self.cfg.methods:
+            result = self.method(method)
+            if result is None:
+                return None
+            methods[method] = result
+        return build_report(self.cfg, self.base, self.teacher(), methods, self.command)
+
+    def method(self, method: str) -> dict[str, Any] | None:
+        """Train (resuming) and evaluate `method` unless its artifact and evaluation are already there."""
+        out = self.out / method
+        evaluation = read_json(out / "eval.json")
+        if evaluation is not None and self._finished(evaluation, out):
+            log.info("%s: trained and evaluated already (%s)", method, out / "eval.json")
+        else:
+            steps = self._train(method, out)
+            if steps is None:
+                return None
+            evaluation = {"steps": steps, **self._evaluate_student(out / "artifact")}
+            write_json(out / "eval.json", evaluation)
+        wall = read_json(out / "wall_clock.json") or {"seconds": 0.0}
+        metrics = training_metrics(read_history(out / "history.jsonl"))
+        return {**summary(evaluation), **metrics, "wall_clock_s": wall["seconds"]}
+
+    def _finished(self, evaluation: dict[str, Any], out: Path) -> bool:
+        """The evaluation is of a student trained to this budget, over this many episodes."""
+        return (
+            (out / "artifact" / "manifest.json").is_file()
+            and evaluation["steps"] >= self.base.total_steps
+            and evaluation["episodes"] == self.cfg.episodes
+        )
+
+    def _train(self, method: str, out: Path) -> int | None:
+        """Train into `out` and export its artifact; the trained steps, or None when stopped."""
+        t0 = time.monotonic()
+        try:
+            trainer = StudentTrainer(self.cfg.train(method), out)
+            if trainer.run() is None:
+                return None
+        finally:
+            add_wall_clock(out / "wall_clock.json", time.monotonic() - t0)
+        trainer.export_artifact()
+        return trainer.steps
+
+    def _evaluate_student(self, artifact: Path) -> dict[str, Any]:
+        runtime = load_student(artifact, backend=self.cfg.backend)
+        return evaluate_student(
+            runtime, self.cfg.episodes, proxy=project_path(self.base.proxy_config),
+            sim_config=project_path(self.base.sim_config), seed=EVAL_SEED, num_envs=self.cfg.num_envs,
+        )  # fmt: skip
+
+    def teacher(self) -> dict[str, Any]:
+        """The teacher on the same proxy episodes; cached in OUT/teacher/eval.json."""
+        path = self.out / "teacher" / "eval.json"
+        cached = read_json(path)
+        if cached is not None and cached["episodes"] == self.cfg.episodes:
+            log.info("teacher: evaluated already (%s)", path)
+            return summary(cached)
+        evaluation = evaluate_teacher(
+            load_teacher(project_path(self.base.teacher)), self.cfg.episodes,
+            proxy=project_path(self.base.proxy_config), sim_config=project_path(self.base.sim_config),
+            seed=EVAL_SEED, num_envs=self.cfg.num_envs,
+        )  # fmt: skip
+        write_json(path, evaluation)
+        return summary(evaluation)
+
+    def histories(self) -> dict[str, list[dict[str, Any]]]:
+        """Each method's cleaned history.jsonl (see `read_history`)."""
+        return {m: read_history(self.out / m / "history.jsonl") for m in self.cfg.methods}
+
+
+def summary(evaluation: dict[str, Any]) -> dict[str, Any]:
+    """The report's evaluation fields of an `evaluate_*` result."""
+    keys = ("success_rate", "ci95", "episodes", "outcomes", "mean_return")
+    return {k: evaluation[k] for k in keys}
+
+
+def read_history(path: Path) -> list[dict[str, Any]]:
+    """history.jsonl as the run that finished saw it: lines written after the checkpoint a resumed run
+    restarted from are dropped (the resumed run logs those steps again)."""
+    rows: list[dict[str, Any]] = []
+    if not path.is_file():
+        return rows
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        while rows and rows[-1]["step"] >= row["step"]:
+            rows.pop()
+        rows.append(row)
+    return rows
+
+
+def last_share(rows: list[dict[str, Any]], share: float = LAST_SHARE) -> float | None:
+    """Teacher-executed share of the decisions in the last `share` of training: the difference of the
+    cumulative teacher_steps between the last line and the last line at or before (1 - share) of the
+    steps (step 0 when there is none), over the decisions between them. None without two points."""
+    if not rows:
+        return None
+    end = rows[-1]
+    cut = (1.0 - share) * end["step"]
+    start = next((r for r in reversed(rows) if r["step"] <= cut), {"step": 0, "teacher_steps": 0})
+    decisions = end["step"] - start["step"]
+    if decisions <= 0:
+        return None
+    return (end["teacher_steps"] - start["teacher_steps"]) / decisions
+
+
+def training_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Labels, teacher-executed decisions and their share (all and last 20%), switches per minute and the
+    final prediction error per horizon, from a method's history rows (None where nothing was logged)."""
+    if not rows:
+        keys = ("decisions", "labels", "teacher_decisions", "intervention_rate", "intervention_rate_last20")
+        return {**dict.fromkeys(keys), "switches_per_min": None, "pred_error": {}}
+    end = rows[-1]
+    switches = [r["episode/switches_per_min"] for r in rows if "episode/switches_per_min" in r]
+    with_pred = [r for r in rows if "pred_error/h1" in r]
+    last_pred = with_pred[-1] if with_pred else {}
+    pred = {k.split("/")[1]: finite(v) for k, v in last_pred.items() if k.startswith("pred_error/")}
+    return {
+        "decisions": end["step"],
+        "labels": end["labels"],
+        "teacher_decisions": end["teacher_steps"],
+        "intervention_rate": end["teacher_steps"] / end["step"] if end["step"] else None,
+        "intervention_rate_last20": last_share(rows),
+        "switches_per_min": finite(np.mean(switches[-SWITCH_ROWS:])) if switches else None,
+        "pred_error": pred,
+    }
+
+
+def finite(value: float) -> float | None:
+    """A float for the report, None when NaN or infinite (strict JSON has neither)."""
+    return float(value) if np.isfinite(value) else None
+
+
+def gap_closed(opd: float, sim_only: float, teacher: float) -> float | None:
+    """(opd - sim_only) / (teacher - sim_only): the share of the transfer gap OPD closes; None when the
+    teacher is no better than sim_only (there is no gap to close)."""
+    gap = teacher - sim_only
+    return (opd - sim_only) / gap if gap > 0 else None
+
+
+def cis_separate(better: list[float], worse: list[float]) -> bool:
+    """True when `better`'s 95% interval lies wholly above `worse`'s: lower bound > upper bound."""
+    return better[0] > worse[1]
+
+
+def derived(methods: dict[str, dict[str, Any]], teacher: dict[str, Any]) -> dict[str, Any]:
+    """OPD's gap closed and its comparison with dagger and novelty (None where a method was not run)."""
+    opd = methods.get("opd")
+    sim_only = methods.get("sim_only")
+    out: dict[str, Any] = {"opd_gap_closed": None}
+    if opd and sim_only:
+        out["opd_gap_closed"] = gap_closed(
+            opd["success_rate"], sim_only["success_rate"], teacher["success_rate"]
+        )
+    for other in ("dagger", "novelty"):
+        rival = methods.get(other)
+        out[f"opd_vs_{other}"] = (
+            {
+                "difference": opd["success_rate"] - rival["success_rate"],
+                "ci_separated": cis_separate(opd["ci95"], rival["ci95"]),
+            }
+            if opd and rival
+            else None
+        )
+    return out
+
+
+def check_targets(
+    methods: dict[str, dict[str, Any]], extra: dict[str, Any], targets: Targets
+) -> list[dict[str, Any]]:
+    """The issue's targets with the measured value and pass/fail (None: not measurable in this run)."""
+    opd = methods.get("opd")
+
+    def row(name: str, goal: str, value: float | None, passed: bool | None, note: str = "") -> dict:
+        # value: a fraction, or for the comparisons a difference of success rates
+        return {"target": name, "goal": goal, "value": value, "pass": passed, "note": note}
+
+    success = opd["success_rate"] if opd else None
+    gap = extra["opd_gap_closed"]
+    last20 = opd["intervention_rate_last20"] if opd else None
+    rows = [
+        row("OPD success on the proxy", f">= {targets.opd_success:.0%}", success,
+            None if success is None else success >= targets.opd_success),
+        row("sim-only-to-teacher gap closed", f">= {targets.gap_closed:.0%}", gap,
+            None if gap is None else gap >= targets.gap_closed),
+    ]  # fmt: skip
+    for other in ("dagger", "novelty"):
+        versus = extra[f"opd_vs_{other}"]
+        if versus is None:
+            rows.append(row(f"better than {other} at equal budget", "> rival", None, None))
+            continue
+        separated = "yes" if versus["ci_separated"] else "no"
+        rows.append(row(f"better than {other} at equal budget", "> rival", versus["difference"],
+                        versus["difference"] > 0, f"95% CIs separate: {separated}"))  # fmt: skip
+    rows.append(
+        row("teacher interventions, last 20% of training", f"< {targets.intervention_last20:.0%}", last20,
+            None if last20 is None else last20 < targets.intervention_last20)
+    )  # fmt: skip
+    return rows
+
+
+def build_report(
+    cfg: TransferConfig,
+    base: StudentTrainConfig,
+    teacher: dict[str, Any],
+    methods: dict[str, dict[str, Any]],
+    command: str,
+) -> dict[str, Any]:
+    """The report dict: per method, the teacher, derived figures, targets, the command and the config."""
+    extra = derived(methods, teacher)
+    return {
+        "command": command,
+        "methods": methods,
+        "teacher": teacher,
+        "derived": extra,
+        "targets": check_targets(methods, extra, cfg.targets),
+        "eval_seed": EVAL_SEED,
+        # the shared training config; each method's own is OUT/<method>/config.yaml
+        "config": {
+            "transfer": cfg.model_dump(mode="json"),
+            "train": base.model_dump(mode="json", exclude={"method"}),
+        },
+    }
+
+
+def add_wall_clock(path: Path, seconds: float) -> None:
+    """Add one run's training seconds to the method's total."""
+    total = read_json(path) or {"seconds": 0.0, "runs": 0}
+    write_json(path, {"seconds": total["seconds"] + seconds, "runs": total["runs"] + 1})
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON file, or None when it does not exist."""
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically: a temporary file beside it, then rename (a crash never leaves half a file)."""
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text atomically (temporary file + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

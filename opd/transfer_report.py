@@ -1,0 +1,233 @@
+"""The transfer benchmark's report directory: results.json, report.md and matplotlib plots (Agg backend).
+
+Files (each written atomically: a temporary file, then rename):
+    results.json      the report dict of `opd.transfer_benchmark.build_report`
+    report.md         tables of every figure, the targets with pass/fail, the command and the config
+    success.png       success rate with 95% intervals per method, the teacher as a line
+    training.png      teacher-executed share of decisions and the gate threshold over training
+    pred_error.png    the predictor's error per horizon over training
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from opd.transfer_benchmark import last_share, write_atomic, write_json
+
+PLOTS = ("success.png", "training.png", "pred_error.png")
+COLORS = {"sim_only": "tab:gray", "dagger": "tab:orange", "novelty": "tab:green", "opd": "tab:blue"}
+TEACHER_COLOR = "tab:red"
+
+
+def write_report(report: dict[str, Any], histories: dict[str, list[dict]], out_dir: Path) -> Path:
+    """Write results.json, report.md and the plots into `out_dir`; return report.md's path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "results.json", report)
+    plot_success(report, out_dir / "success.png")
+    plot_training(histories, out_dir / "training.png")
+    plot_pred_error(histories, out_dir / "pred_error.png")
+    write_atomic(out_dir / "report.md", markdown(report))
+    return out_dir / "report.md"
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    """A fraction as a percentage; n/a for None."""
+    return "n/a" if value is None else f"{value:.{digits}%}"
+
+
+def ci(bounds: list[float]) -> str:
+    """A 95% interval as percentages."""
+    return f"{bounds[0]:.1%}-{bounds[1]:.1%}"
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds in the unit that reads best."""
+    if seconds is None:
+        return "n/a"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def number(value: float | None, fmt: str = ",") -> str:
+    """A number, or n/a for None."""
+    return "n/a" if value is None else format(value, fmt)
+
+
+def target_value(row: dict[str, Any]) -> str:
+    """A target row's measured value: a difference of success rates in points (goal "> rival"), otherwise
+    a percentage."""
+    if row["value"] is None:
+        return "n/a"
+    return f"{row['value'] * 100:+.1f} points" if row["goal"] == "> rival" else pct(row["value"])
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """report.md: what was run, the results table, derived figures, targets, prediction error, config."""
+    cfg, train = report["config"]["transfer"], report["config"]["train"]
+    methods, teacher, extra = report["methods"], report["teacher"], report["derived"]
+    lines = [
+        "# Sim-to-real transfer benchmark",
+        "",
+        f"Command: `{report['command']}`",
+        "",
+        f"Each student acts alone on the real-robot proxy (`{train['proxy_config']}` over "
+        f"`{train['sim_config']}`) for {cfg['episodes']} held-out episodes (seeds {report['eval_seed']} "
+        f"+ i), with 95% Wilson intervals. Every method trained for {train['total_steps']:,} decisions (one "
+        f"teacher label per student frame: the same label budget), seed {cfg['seed']}, from "
+        f"`{cfg['train_config']}`.",
+        "",
+        "| policy | success | 95% CI | episodes | labels | teacher decisions | teacher share "
+        "| teacher share, last 20% | switches/min | training wall clock |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, m in methods.items():
+        switches = number(m["switches_per_min"], ".2f")
+        lines.append(
+            f"| {name} | {pct(m['success_rate'])} | {ci(m['ci95'])} | {m['episodes']} "
+            f"| {number(m['labels'])} | {number(m['teacher_decisions'])} | {pct(m['intervention_rate'])} "
+            f"| {pct(m['intervention_rate_last20'])} | {switches} | {duration(m['wall_clock_s'])} |"
+        )
+    lines.append(
+        f"| teacher | {pct(teacher['success_rate'])} | {ci(teacher['ci95'])} | {teacher['episodes']} "
+        "| - | - | 100% | - | - | - |"
+    )
+    lines += ["", "## Derived", ""]
+    lines.append(
+        f"- OPD closes {pct(extra['opd_gap_closed'])} of the sim-only-to-teacher gap "
+        "((opd - sim_only) / (teacher - sim_only); n/a when the teacher is no better than sim_only)."
+    )
+    for other in ("dagger", "novelty"):
+        versus = extra[f"opd_vs_{other}"]
+        if versus is not None:
+            separated = "separate" if versus["ci_separated"] else "overlap"
+            lines.append(
+                f"- OPD vs {other}: {versus['difference'] * 100:+.1f} points; the 95% CIs {separated}."
+            )
+    lines += ["", "## Targets", "", "| target | goal | measured | result | note |", "|---|---|---|---|---|"]
+    for t in report["targets"]:
+        result = {True: "PASS", False: "FAIL", None: "n/a"}[t["pass"]]
+        lines.append(f"| {t['target']} | {t['goal']} | {target_value(t)} | {result} | {t['note']} |")
+    lines += _pred_error_table(methods) + _outcomes_table(methods, teacher)
+    lines += ["", "## Plots", ""] + [f"![{p[:-4]}]({p})" for p in PLOTS]
+    resolved = yaml.safe_dump(report["config"], sort_keys=False)
+    lines += ["", "## Resolved configuration", "", "```yaml", resolved.rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+def _pred_error_table(methods: dict[str, dict[str, Any]]) -> list[str]:
+    horizons = sorted({h for m in methods.values() for h in m["pred_error"]})
+    if not horizons:
+        return ["", "No episode finished during training: no prediction error was logged."]
+    lines = ["", "## Final prediction error (teacher-state stds, mean over the last 100 episodes)", ""]
+    lines += ["| method | " + " | ".join(horizons) + " |", "|---" * (len(horizons) + 1) + "|"]
+    for name, m in methods.items():
+        cells = [number(m["pred_error"].get(h), ".3f") for h in horizons]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _outcomes_table(methods: dict[str, dict[str, Any]], teacher: dict[str, Any]) -> list[str]:
+    policies = {**methods, "teacher": teacher}
+    kinds = sorted({k for p in policies.values() for k in p["outcomes"]})
+    lines = ["", "## Episode outcomes", "", "| policy | " + " | ".join(kinds) + " |"]
+    lines.append("|---" * (len(kinds) + 1) + "|")
+    for name, p in policies.items():
+        lines.append(f"| {name} | " + " | ".join(str(p["outcomes"].get(k, 0)) for k in kinds) + " |")
+    return lines
+
+
+def _figure(rows: int = 1, cols: int = 1, size: tuple[float, float] = (7.0, 4.0)) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a training machine
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(rows, cols, figsize=size, squeeze=False)
+
+
+def _save(fig: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(buf.getvalue())
+    tmp.replace(path)
+
+
+def plot_success(report: dict[str, Any], path: Path) -> None:
+    """Bars of each method's success rate with its 95% interval; the teacher as a line with its band."""
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    names = list(report["methods"])
+    rates = [report["methods"][n]["success_rate"] for n in names]
+    lo = [r - report["methods"][n]["ci95"][0] for n, r in zip(names, rates, strict=True)]
+    hi = [report["methods"][n]["ci95"][1] - r for n, r in zip(names, rates, strict=True)]
+    ax.bar(names, rates, yerr=[lo, hi], capsize=6, color=[COLORS.get(n) for n in names], alpha=0.8)
+    ax.set_xticks(range(len(names)), [f"{n}\n{pct(r)}" for n, r in zip(names, rates, strict=True)])
+    teacher = report["teacher"]
+    ax.axhline(teacher["success_rate"], color=TEACHER_COLOR, label=f"teacher {pct(teacher['success_rate'])}")
+    ax.axhspan(*teacher["ci95"], color=TEACHER_COLOR, alpha=0.12)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("success rate on the proxy")
+    ax.set_title(f"students acting alone, {teacher['episodes']} episodes, 95% Wilson CI")
+    ax.legend(loc="lower right")
+    _save(fig, path)
+
+
+def plot_training(histories: dict[str, list[dict]], path: Path) -> None:
+    """Teacher-executed share of decisions per log period and the gate threshold, one line per method."""
+    fig, axes = _figure(2, 1, (7.0, 6.0))
+    share_ax, thr_ax = axes[0, 0], axes[1, 0]
+    for name, rows in histories.items():
+        if not rows:
+            continue
+        steps = [r["step"] for r in rows]
+        prev = [{"step": 0, "teacher_steps": 0}, *rows[:-1]]
+        share = [
+            (r["teacher_steps"] - p["teacher_steps"]) / max(r["step"] - p["step"], 1)
+            for r, p in zip(rows, prev, strict=True)
+        ]
+        style = {"color": COLORS.get(name), "marker": ".", "label": name}
+        share_ax.plot(steps, share, **{**style, "label": f"{name} (last 20%: {pct(last_share(rows))})"})
+        threshold = [r.get("threshold", float("nan")) for r in rows]
+        if any(math.isfinite(t) for t in threshold):  # NaN when the method has no gate
+            thr_ax.plot(steps, threshold, **style)
+    share_ax.set_ylabel("teacher share of decisions")
+    share_ax.set_title("interventions per log period")
+    thr_ax.set_ylabel("gate threshold")
+    thr_ax.set_title("opd: predictor error, stds; novelty: ensemble disagreement")
+    thr_ax.set_xlabel("decisions")
+    for ax in (share_ax, thr_ax):
+        if ax.lines:
+            ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_pred_error(histories: dict[str, list[dict]], path: Path) -> None:
+    """The predictor's error per horizon over training (mean over recent episodes), one line per method."""
+    keys = {k for rows in histories.values() for r in rows for k in r}
+    horizons = sorted(k for k in keys if k.startswith("pred_error/"))
+    fig, axes = _figure(1, max(len(horizons), 1), (4.0 * max(len(horizons), 1), 3.5))
+    if not horizons:
+        axes[0, 0].text(0.5, 0.5, "no episode finished during training", ha="center", va="center")
+        axes[0, 0].set_axis_off()
+    for ax, key in zip(axes[0], horizons, strict=False):
+        for name, rows in histories.items():
+            points = [(r["step"], r[key]) for r in rows if key in r]
+            if points:
+                ax.plot(*zip(*points, strict=True), color=COLORS.get(name), marker=".", label=name)
+        ax.set_title(f"prediction error, {key.split('/')[1]}")
+        ax.set_xlabel("decisions")
+        ax.set_ylabel("teacher-state stds")
+        ax.legend(fontsize=8)
+    _save(fig, path)

@@ -1,0 +1,167 @@
+"""The transfer benchmark's figures on synthetic histories and evaluations with known answers, its config,
+its caches, and the report directory it writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from opd.evaluation import wilson_interval
+from opd.student_training import Method
+from opd.transfer_benchmark import (
+    METHODS,
+    TransferBenchmark,
+    TransferConfig,
+    add_wall_clock,
+    build_report,
+    cis_separate,
+    gap_closed,
+    last_share,
+    read_history,
+    training_metrics,
+    write_json,
+)
+from opd.transfer_report import PLOTS, write_report
+from policies.config import ConfigError
+
+QUICK = Path(__file__).parents[2] / "opd" / "configs" / "transfer_quick.yaml"
+
+
+def ramp(steps: list[int], rate_until_800: float = 0.5, rate_after: float = 0.05) -> list[dict]:
+    """History rows whose teacher executes `rate_until_800` of the decisions up to step 800, then
+    `rate_after`: the cumulative teacher_steps a trainer would log."""
+
+    def teacher(step: int) -> float:
+        return rate_until_800 * min(step, 800) + rate_after * max(step - 800, 0)
+
+    return [{"step": s, "labels": s // 2, "teacher_steps": teacher(s)} for s in steps]
+
+
+def evaluation(successes: int, n: int = 200) -> dict:
+    lo, hi = wilson_interval(successes, n)
+    rate = successes / n
+    return {"success_rate": rate, "ci95": [lo, hi], "episodes": n, "outcomes": {"success": successes},
+            "mean_return": 0.0}  # fmt: skip
+
+
+def method_result(successes: int, last20: float | None = 0.05) -> dict:
+    metrics = training_metrics(ramp(list(range(100, 1001, 100))))
+    return {**evaluation(successes), **metrics, "intervention_rate_last20": last20, "wall_clock_s": 12.0}
+
+
+def test_last_share_is_the_teacher_share_of_the_last_fifth_of_the_decisions() -> None:
+    assert last_share(ramp(list(range(100, 1001, 100)))) == pytest.approx(0.05)
+    # no line at 800: the last one before it starts the window; its 200 decisions at 0.5 count too
+    assert last_share(ramp([300, 600, 900, 1000])) == pytest.approx((200 * 0.5 + 200 * 0.05) / 400)
+    # one line only: the window starts at step 0
+    assert last_share(ramp([1000])) == pytest.approx((800 * 0.5 + 200 * 0.05) / 1000)
+    assert last_share([]) is None
+
+
+def test_read_history_drops_the_lines_a_resumed_run_logged_again(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    # killed after logging step 300; resumed from the checkpoint at 200, it logs 300 again
+    rows = [{"step": 100, "v": 1}, {"step": 200, "v": 2}, {"step": 300, "v": 3}, {"step": 300, "v": 4},
+            {"step": 400, "v": 5}]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [(r["step"], r["v"]) for r in read_history(path)] == [(100, 1), (200, 2), (300, 4), (400, 5)]
+    assert read_history(tmp_path / "none.jsonl") == []
+
+
+def test_training_metrics_from_a_history() -> None:
+    rows = ramp(list(range(100, 1001, 100)))
+    for i, row in enumerate(rows[-5:]):
+        row["episode/switches_per_min"] = float(i)  # last three: 2, 3, 4
+        row["pred_error/h1"], row["pred_error/h2"] = 0.1 * i, float("nan")
+    m = training_metrics(rows)
+    assert (m["decisions"], m["labels"], m["teacher_decisions"]) == (1000, 500, 410)
+    assert m["intervention_rate"] == pytest.approx(0.41)
+    assert m["intervention_rate_last20"] == pytest.approx(0.05)
+    assert m["switches_per_min"] == pytest.approx(3.0)
+    assert m["pred_error"] == {"h1": pytest.approx(0.4), "h2": None}  # NaN is not JSON
+    empty = training_metrics([])
+    assert empty["labels"] is None and empty["pred_error"] == {}
+
+
+def test_gap_closed_and_ci_separation() -> None:
+    assert gap_closed(opd=0.9, sim_only=0.5, teacher=1.0) == pytest.approx(0.8)
+    assert gap_closed(opd=0.4, sim_only=0.5, teacher=1.0) == pytest.approx(-0.2)
+    assert gap_closed(opd=0.9, sim_only=0.95, teacher=0.95) is None  # no gap to close
+    assert cis_separate([0.85, 0.95], [0.6, 0.8])
+    assert not cis_separate([0.7, 0.9], [0.6, 0.8])
+    assert not cis_separate([0.8, 0.9], [0.6, 0.8])  # touching is not separate
+
+
+def test_the_report_checks_the_targets_with_wilson_intervals() -> None:
+    # 200 episodes each: opd 92% [87.5, 95.0], dagger 75% [68.6, 80.5], novelty 88% [82.8, 91.9]
+    methods = {"sim_only": method_result(100), "dagger": method_result(150),
+               "novelty": method_result(176), "opd": method_result(184)}  # fmt: skip
+    report = build_report(TransferConfig(), TransferConfig().train(), evaluation(196), methods, "agent x")
+    extra = report["derived"]
+    assert extra["opd_gap_closed"] == pytest.approx((0.92 - 0.5) / (0.98 - 0.5))
+    assert extra["opd_vs_dagger"] == {"difference": pytest.approx(0.17), "ci_separated": True}
+    assert extra["opd_vs_novelty"] == {"difference": pytest.approx(0.04), "ci_separated": False}
+    assert [t["pass"] for t in report["targets"]] == [True, True, True, True, True]
+    assert "95% CIs separate: no" in report["targets"][3]["note"]
+    assert report["command"] == "agent x" and report["config"]["transfer"]["episodes"] == 200
+    json.dumps(report, allow_nan=False)  # strict JSON
+
+    methods["opd"] = method_result(150, last20=0.2)
+    report = build_report(TransferConfig(), TransferConfig().train(), evaluation(196), methods, "agent x")
+    assert [t["pass"] for t in report["targets"]] == [False, False, False, False, False]
+
+
+def test_targets_of_methods_not_run_are_not_measured() -> None:
+    cfg = TransferConfig(methods=["opd"])
+    report = build_report(cfg, cfg.train(), evaluation(196), {"opd": method_result(184)}, "agent x")
+    assert report["derived"] == {"opd_gap_closed": None, "opd_vs_dagger": None, "opd_vs_novelty": None}
+    assert [t["pass"] for t in report["targets"]] == [True, None, None, None, True]
+
+
+def test_config_resolves_the_training_budget_and_refuses_repeats() -> None:
+    assert set(METHODS) == set(get_args(Method))  # every method the trainer knows is benchmarked
+    cfg = TransferConfig.from_yaml(QUICK)
+    assert cfg.methods == list(METHODS) and cfg.episodes <= 10
+    train = cfg.train("dagger")
+    assert (train.method, train.total_steps, train.seed) == ("dagger", cfg.total_steps, cfg.seed)
+    assert TransferConfig(total_steps=None).train().total_steps == 100_000  # opd/configs/student.yaml's
+    with pytest.raises(ConfigError, match="methods"):
+        TransferConfig.from_dict({"methods": ["opd", "opd"]})
+    with pytest.raises(ConfigError, match="episodes"):
+        TransferConfig.from_dict({"episodes": 0})
+
+
+def test_wall_clock_adds_up_over_runs(tmp_path: Path) -> None:
+    path = tmp_path / "wall_clock.json"
+    add_wall_clock(path, 2.5)
+    add_wall_clock(path, 1.0)
+    assert json.loads(path.read_text()) == {"seconds": 3.5, "runs": 2}
+    assert not list(tmp_path.glob(".*.tmp"))  # written by rename
+
+
+def test_a_cached_teacher_evaluation_is_not_redone(tmp_path: Path) -> None:
+    cfg = TransferConfig.from_yaml(QUICK)
+    write_json(tmp_path / "teacher" / "eval.json", {**evaluation(3, cfg.episodes), "proxy": True})
+    assert TransferBenchmark(cfg, tmp_path).teacher()["success_rate"] == 3 / cfg.episodes
+
+
+def test_write_report_writes_the_markdown_json_and_plots(tmp_path: Path) -> None:
+    methods = {"sim_only": method_result(100), "dagger": method_result(120),
+               "novelty": method_result(150), "opd": method_result(140)}  # fmt: skip
+    report = build_report(TransferConfig(), TransferConfig().train(), evaluation(196), methods, "agent x")
+    rows = ramp(list(range(100, 1001, 100)))
+    for row in rows:
+        row.update({"threshold": 0.1, "pred_error/h1": 0.3, "pred_error/h2": 0.4})
+    histories = {m: rows for m in METHODS} | {"sim_only": []}
+    md = write_report(report, histories, tmp_path).read_text()
+    assert json.loads((tmp_path / "results.json").read_text()) == json.loads(json.dumps(report))
+    for plot in PLOTS:
+        assert (tmp_path / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({plot})" in md
+    assert "`agent x`" in md and "| teacher | 98.0% |" in md
+    assert "| OPD success on the proxy | >= 90% | 70.0% | FAIL |" in md  # opd: 140 of 200
+    versus = "| better than dagger at equal budget | > rival | +10.0 points | PASS | 95% CIs separate: no |"
+    assert versus in md
