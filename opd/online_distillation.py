@@ -41,10 +41,11 @@ from opd.aligned_buffer import AlignConfig, AlignedBuffer, AlignedSample, Studen
 from opd.gate import Gate, GateConfig
 from opd.novelty import EnsembleNovelty, NoveltyConfig
 from opd.sample_store import SampleStore, StoreSpec
+from policies.artifact import Artifact
 from policies.config import Config
 from policies.distill_losses import categorical_kl, masked_param_loss
 from policies.state_predictor import PredictorConfig, StatePredictor
-from policies.student_policy import StudentPolicy
+from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy, teacher_features
 
 Switch = Literal["predictor", "novelty", "student", "teacher"]
@@ -227,11 +228,12 @@ class OnlineDistillation:
     @torch.no_grad()
     def observe_student(
         self, envs: np.ndarray, stamp: np.ndarray, frame: dict[str, np.ndarray], now: np.ndarray
-    ) -> None:
+    ) -> np.ndarray:
         """New student frames for `envs` (M,): encode, act, predict, and join the buffer.
 
         `frame` holds the encoder's inputs (`FRAME_KEYS`, each with a leading M axis) or, with a fixed
         encoder, "embedding" (M, E). stamp (M,) is each frame's measurement time, now (M,) its arrival.
+        Returns (M,) bool: the frame was accepted (the buffer counts why not: late, duplicate, non-finite).
         """
         with self.lock:
             if "embedding" in frame:
@@ -254,7 +256,7 @@ class OnlineDistillation:
                 dtype=bool,
             )
             if not accepted.any():
-                return
+                return accepted
             sel = np.flatnonzero(accepted)
             windows = np.zeros((sel.size, self.align.history, emb.shape[1]), np.float32)
             for row, j in enumerate(sel):
@@ -273,6 +275,7 @@ class OnlineDistillation:
             self._student_ok[i] = bool(np.isfinite(self._student_params[i]).all())
             self._has_student[i] = True
             self._student_seen_at[i] = now[j]
+        return accepted
 
     def act(self, now: np.ndarray, teacher_ok: np.ndarray | None = None) -> Decision:
         """The executed action of every env: the gate's choice between the student and the teacher.
@@ -493,3 +496,24 @@ class OnlineDistillation:
         self.teacher_steps = int(state["teacher_steps"])
         self.rng.bit_generator.state = state["rng"]
         self.sync_policy()
+
+
+def learner_from_artifact(
+    artifact: Artifact, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int = 1
+) -> OnlineDistillation:
+    """The OPD learner of a deployed student: the artifact's head and predictor (its torch weights, verified
+    by the artifact's hashes) on the state embeddings of its fixed encoder, as the live node runs it."""
+    manifest = artifact.manifest
+    student_cfg = StudentConfig.from_dict(manifest["config"]["student"], f"{artifact.root}: config.student")
+    predictor_cfg = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
+    distill = cfg.distill.model_copy(update={"train_encoder": False})
+    cfg = cfg.model_copy(update={"predictor": predictor_cfg, "distill": distill})
+    learner = OnlineDistillation(StudentPolicy(student_cfg, artifact.contract), teacher, cfg, num_envs)
+    weights = manifest["weights"]
+    try:
+        learner.student.load_state_dict(torch.load(artifact.path(weights["student"]), weights_only=True))
+        learner.predictor.load_state_dict(torch.load(artifact.path(weights["predictor"]), weights_only=True))
+    except (RuntimeError, KeyError) as err:
+        raise ValueError(f"{artifact.root}: weights do not fit its own config: {err}") from None
+    learner.sync_policy()
+    return learner

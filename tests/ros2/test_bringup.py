@@ -101,6 +101,7 @@ def test_camera_and_imu_in_actions_out_through_the_whole_graph(
         executor=executor,
         node_kwargs=models(fake_loader),
         artifact_dir=str(contract_artifact),
+        drive="student",  # the policy's proposals executed as they are (OPD's gate: test_opd_node.py)
     ) as bringup:
         bringup.add_node(probe.node)
         assert bringup.spin(5.0, until=lambda: all_active(bringup))
@@ -125,7 +126,7 @@ def test_camera_and_imu_in_actions_out_through_the_whole_graph(
         n = len(acted("/agent/action"))
         assert bringup.spin(2.0, until=lambda: len(acted("/opd/action")) >= n)
         stamps_out = [m.header.stamp for m in acted("/opd/action")[:n]]
-        assert stamps_out == [m.header.stamp for m in acted("/agent/action")[:n]]  # drive opd: the student's
+        assert stamps_out == [m.header.stamp for m in acted("/agent/action")[:n]]  # drive student
         # The base command is the executed action's Twist: one per executed drive action, nothing else moves.
         mapping = TwistMapping(codec.contract)
         go = mapping.velocity(*codec.from_msg(acted("/opd/action")[0]))

@@ -48,7 +48,7 @@ def test_graph_is_consistent() -> None:
     subscribed = {t for n in graph.NODES for t in n.subscribes}
     # Every topic has a publisher in the graph; all but the outputs for the robot and for tools are read.
     assert published == set(graph.TOPICS)
-    assert set(graph.TOPICS) - subscribed == {"/cmd_vel", "/odom", "/clock", "/diagnostics"}
+    assert set(graph.TOPICS) - subscribed == {"/cmd_vel", "/odom", "/clock", "/diagnostics", "/opd/gate"}
     # One robot command: the opd node's executed action and its Twist, whatever `drive` picks; the robot
     # (sim bridge) follows it, and `drive` is one launch argument for both nodes.
     assert [n.name for n in graph.NODES if {"/opd/action", "/cmd_vel"} & set(n.publishes)] == ["opd"]

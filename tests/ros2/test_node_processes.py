@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 
 def start(node: str, artifact: Path, log: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", f"agent.nodes.{node}", "--ros-args", "-p", f"artifact_dir:={artifact}",
-           "-p", "input_timeout_s:=1.0", "-p", "inference_threads:=1"]  # fmt: skip
+           "-p", "input_timeout_s:=1.0", "-p", "inference_threads:=1",
+           "-p", "drive:=student"]  # fmt: skip  # the opd node executes the proposals as they are
     return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
@@ -75,7 +76,7 @@ def test_node_processes_turn_camera_and_imu_into_bounded_commands(
         assert spin_until(executor, executed, timeout_s=5.0), logs()
         states = {usec(m) for m in probe.received["/agent/state"]}
         assert states <= image_stamps and len(states) >= 10  # each embedding stamped with its image
-        # drive opd (the default): the student's proposals are executed, with their image stamps.
+        # drive student: the student's proposals are executed, with their image stamps.
         proposed = {usec(m): list(m.position) for m in from_images("/agent/action")}
         assert all(proposed[usec(m)] == list(m.position) for m in from_images("/opd/action"))
         # Every base command is the Twist of an executed action (each decodes within the contract). Their

@@ -12,10 +12,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from agent import graph
 from agent.base_command import TwistMapping
 from agent.lifecycle_node import stop_executor
-from agent.messages import ActionCodec, stamp_to_sec
+from agent.messages import (
+    ActionCodec,
+    embedding_names,
+    embedding_to_msg,
+    privileged_names,
+    privileged_to_msg,
+    stamp_to_sec,
+)
 from agent.nodes.opd import OpdNode
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
@@ -24,22 +32,26 @@ from ros_harness import Probe, spin_for, spin_until
 
 WARN, ERROR = b"\x01", b"\x02"
 STUDENT, TEACHER, ACTION, CMD_VEL = "/agent/action", "/teacher/action", "/opd/action", "/cmd_vel"
+STATE, PRIVILEGED, GATE = "/agent/state", "/sim/privileged_state", "/opd/gate"
 Rig = tuple[OpdNode, Probe, MultiThreadedExecutor, ActionCodec]
 Start = Callable[..., Rig]
 
 
 @pytest.fixture
 def start_opd(ros_context: Context, contract_artifact: Path) -> Iterator[Start]:
-    """Starts an active OPD node with extra parameters; everything it sends is recorded from activation on."""
+    """Starts an active OPD node with extra parameters; everything it sends is recorded from activation on.
+
+    By default it executes the student's actions (drive student): the OPD core has tests of its own below.
+    """
     started: list[tuple[OpdNode, Probe, MultiThreadedExecutor]] = []
 
-    def start(**params: object) -> Rig:
-        values = {"artifact_dir": str(contract_artifact), "autostart": False, **params}
+    def start(artifact: Path = contract_artifact, **params: object) -> Rig:
+        values = {"artifact_dir": str(artifact), "autostart": False, "drive": "student", **params}
         overrides = [Parameter(name, value=value) for name, value in values.items()]
         node = OpdNode(context=ros_context, parameter_overrides=overrides)
         probe = Probe(ros_context)
-        probe.record(ACTION, CMD_VEL, "/diagnostics")
-        probe.advertise(STUDENT, TEACHER)
+        probe.record(ACTION, CMD_VEL, GATE, "/diagnostics")
+        probe.advertise(STUDENT, TEACHER, STATE, PRIVILEGED)
         executor = MultiThreadedExecutor(context=ros_context)
         executor.add_node(node)
         executor.add_node(probe.node)
@@ -83,7 +95,7 @@ def assert_commands_pair_up(probe: Probe, codec: ActionCodec, executor: MultiThr
         assert (twist.linear.x, twist.angular.z) == mapping.velocity(skill, params)
 
 
-@pytest.mark.parametrize("drive", graph.DRIVES)
+@pytest.mark.parametrize("drive", ["student", "teacher"])
 def test_the_robot_executes_the_drive_sources_action_and_cmd_vel_is_its_twist(
     start_opd: Start, drive: str
 ) -> None:
@@ -102,7 +114,6 @@ def test_the_robot_executes_the_drive_sources_action_and_cmd_vel_is_its_twist(
             probe.publish(topic, sent[topic][-1])
         spin_for(executor, 0.05)
     source = graph.DRIVE_SOURCES[drive]
-    assert source == (TEACHER if drive == "teacher" else STUDENT)
     safe = contract.safe_skill_id
     out = lambda: [m for m in probe.received[ACTION] if codec.from_msg(m)[0] != safe]  # noqa: E731
     assert spin_until(executor, lambda: len(out()) == len(sent[source]))
@@ -195,3 +206,85 @@ def test_deactivate_leaves_the_robot_on_the_safe_action(start_opd: Start) -> Non
     assert spin_until(executor, lambda: executed(probe, codec)[-1][1] == codec.contract.safe_skill_id)
     assert_commands_pair_up(probe, codec, executor)
     assert (probe.received[CMD_VEL][-1].linear.x, probe.received[CMD_VEL][-1].angular.z) == (0.0, 0.0)
+
+
+def opd_config(tmp_path: Path, **gate: object) -> str:
+    """An `opd:` config whose gate has the given settings (the skill-disagreement override off), patient
+    enough that a slow test machine does not turn the teacher or old frames stale."""
+    path = tmp_path / "opd.yaml"
+    cfg = {"teacher_timeout_s": 60.0, "align": {"max_age_s": 60.0}, "gate": {"disagree_s": 0.0, **gate}}
+    path.write_text(yaml.safe_dump({"opd": cfg}))
+    return str(path)
+
+
+def feed_opd(
+    probe: Probe, executor: MultiThreadedExecutor, artifact: Path, frames: int, teacher: bool = True
+) -> list[tuple]:
+    """The sim twin's privileged state at 20 Hz and, 0.12 s later, a state embedding of each frame (what the
+    encoder sends); returns (embedding message, privileged state, active skill) of each frame."""
+    from policies.artifact import Artifact
+
+    art = Artifact.load(artifact)
+    fields = art.model("predictor")["fields"]
+    dim = art.manifest["config"]["student"]["encoder"]["embed_dim"]
+    rng = np.random.default_rng(0)
+    t0, out = time.time() - 1.0, []
+    for i in range(frames):
+        stamp = t0 + 0.05 * i
+        state = rng.normal(size=len(fields)).astype(np.float32)
+        if teacher:
+            probe.publish(PRIVILEGED, privileged_to_msg(state, 0, i, stamp, privileged_names(fields)))
+            spin_for(executor, 0.01)  # a reliable reader keeps 10: no burst of more
+        emb = embedding_to_msg(rng.normal(size=dim).astype(np.float32), stamp, "", embedding_names(dim))
+        out.append((emb, state, 0))
+    return out
+
+
+@pytest.mark.parametrize("who", ["teacher", "student"])
+def test_drive_opd_executes_the_gates_choice_with_cmd_vel_and_reports_it(
+    start_opd: Start, tiny_artifact: Path, tmp_path: Path, who: str
+) -> None:
+    from opd.evaluation import load_teacher
+    from opd.live import DEFAULT_TEACHER
+    from policies.runtime import load_student
+    from policies.teacher_policy import teacher_features
+
+    threshold = 1e-9 if who == "teacher" else 1e9  # the predictor's error always above / below it
+    cfg = opd_config(tmp_path, threshold_start=threshold, threshold_end=threshold, schedule="constant")
+    node, probe, executor, codec = start_opd(tiny_artifact, drive="opd", opd_config=cfg)
+    assert spin_until(executor, lambda: probe.matched(STATE, PRIVILEGED))
+    frames = feed_opd(probe, executor, tiny_artifact, 12)
+    assert spin_until(executor, lambda: node.privileged.accepted == 12)
+    for i, (emb, _, _) in enumerate(frames):  # each arrives after the teacher has passed its stamp
+        probe.publish(STATE, emb)  # /agent/state keeps the newest only: one at a time
+        assert spin_until(executor, lambda i=i: len(probe.received[GATE]) == i + 1)
+    stamps = [stamp_to_sec(e.header.stamp) for e, _, _ in frames]
+    out = [o for o in executed(probe, codec) if o[0] in stamps]  # the rest: safe actions before the frames
+    assert [o[0] for o in out] == stamps  # one answer to each frame, stamped with it
+    student = load_student(tiny_artifact, backend="torch")
+    teacher = load_teacher(DEFAULT_TEACHER)
+    k = codec.contract.num_skills
+    for (_, skill, params), (emb, _, active), gate in zip(out, frames, probe.received[GATE], strict=True):
+        if who == "student":
+            _, want_skill, want_params = student.act(np.array(emb.position, np.float32))
+        else:  # the teacher acts on the newest privileged state it has seen
+            want_skill, want_params = teacher.act(teacher_features(frames[-1][1][None], [active], k))
+            want_skill, want_params = int(want_skill[0]), want_params[0]
+        values = {kv.key: kv.value for kv in gate.values}
+        assert values["source"] == who and gate.message == values["reason"]
+        assert skill == want_skill and np.allclose(params, want_params, atol=1e-4)
+    assert_commands_pair_up(probe, codec, executor)
+
+
+def test_drive_opd_without_a_teacher_lets_the_student_act_alone(
+    start_opd: Start, tiny_artifact: Path
+) -> None:  # noqa: E501
+    """sim:=none: no privileged state ever arrives; the gate says so and the student drives."""
+    node, probe, executor, codec = start_opd(tiny_artifact, drive="opd")
+    assert spin_until(executor, lambda: probe.matched(STATE))
+    for i, (emb, _, _) in enumerate(feed_opd(probe, executor, tiny_artifact, 5, teacher=False)):
+        probe.publish(STATE, emb)  # /agent/state keeps the newest only: one at a time
+        assert spin_until(executor, lambda i=i: len(probe.received[GATE]) == i + 1)
+    assert {g.message for g in probe.received[GATE]} == {"teacher_unavailable"}
+    assert all({kv.key: kv.value for kv in g.values}["source"] == "student" for g in probe.received[GATE])
+    assert_commands_pair_up(probe, codec, executor)

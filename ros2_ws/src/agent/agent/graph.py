@@ -30,7 +30,10 @@ ParamValue = bool | int | float | str
 # by the topic the opd node takes it from. The opd node is the one place the executed action comes from:
 # /opd/action and /cmd_vel carry it for every choice. opd = OPD's decision, the student's until the OPD
 # core's gate runs in the opd node; student or teacher = that one alone, to watch it act.
-DRIVE_SOURCES = {"opd": "/agent/action", "student": "/agent/action", "teacher": "/teacher/action"}
+# What each `drive` choice executes: opd, the OPD core's gated choice made on each state embedding (the
+# student's head, or the teacher when the predictor's error is high); student, the policy's action;
+# teacher, the teacher's action.
+DRIVE_SOURCES = {"opd": "/agent/state", "student": "/agent/action", "teacher": "/teacher/action"}
 DRIVES = tuple(DRIVE_SOURCES)
 
 
@@ -91,6 +94,8 @@ TOPICS: dict[str, Topic] = {
               "the safe action when that source is silent"),
         Topic("/cmd_vel", "geometry_msgs/msg/Twist", RELIABLE, 20.0,
               "base velocity command: the executed action (/opd/action) through the robot's Twist mapping"),
+        Topic("/opd/gate", "diagnostic_msgs/msg/DiagnosticStatus", RELIABLE, 20.0,
+              "OPD gate at each decision: source (student/teacher) as level, reason, error, threshold"),
         Topic("/teacher/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
               "teacher hybrid action on the sim twin's privileged state, stamped with that state"),
         Topic("/sim/privileged_state", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
@@ -257,12 +262,17 @@ NODES: tuple[NodeSpec, ...] = (
     ),
     NodeSpec(
         "opd", "agent.nodes.opd", "OpdNode",
-        "executed action: the `drive` source's (opd: the student's until the OPD core lands), or the safe "
+        "executed action: OPD's gate between student and teacher (or the `drive` source's), or the safe "
         "action when it is silent -> robot command",
-        subscribes=("/agent/state", "/agent/action", "/teacher/action"),
-        publishes=("/opd/action", "/cmd_vel", "/diagnostics"),
+        subscribes=("/agent/state", "/agent/action", "/teacher/action", "/sim/privileged_state"),
+        publishes=("/opd/action", "/cmd_vel", "/opd/gate", "/diagnostics"),
         params=COMMON_PARAMS + (
             _ARTIFACT, _DRIVE,
+            Param("teacher_checkpoint", "", "teacher.pt of the OPD core (teacher.yaml beside it); empty = "
+                  "the committed checkpoint sim/robots/diffbot/teacher/teacher.pt"),
+            Param("opd_config", "", "OPD core config (the `opd:` section of a student training YAML); empty "
+                  "= opd/configs/student.yaml"),
+            Param("learn", False, "train the student's head and the predictor online on a learner thread"),
             Param("input_timeout_s", 0.5, "no action from the executed source (the student's, or the "
                   "teacher's with drive teacher) for this long -> safe action + ERROR", "s", 0.01, 60.0),
             Param("safe_keepalive_hz", 1.0, "rate of the safe action while the executed source stays silent, "

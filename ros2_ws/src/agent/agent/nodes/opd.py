@@ -2,9 +2,13 @@
 
 `drive` (a launch argument it shares with the sim bridge, `agent.graph.DRIVE_SOURCES`) picks whose action
 is executed:
-- opd: OPD's decision. The OPD core (`opd.online_distillation`, whose gate chooses between student and
-  teacher) does not run in this node yet; another change puts the gate here. Until then opd executes the
-  student's action, as student does;
+- opd: OPD's decision. The OPD core (`opd.online_distillation.OnlineDistillation`) runs here on the
+  artifact's head and predictor: each /sim/privileged_state joins its buffer as a teacher entry (the
+  frozen teacher's action on it), each /agent/state embedding as a student frame; on each embedding the
+  gate executes the student's action, or the teacher's when the predictor's error is high, and
+  /opd/gate says which, why, and the error and threshold. Without a teacher stream (sim:=none) the
+  student acts alone. With `learn`, a learner thread trains the head and the predictor online; acting
+  uses a copy of their weights that each update swaps in, so a callback never waits for a gradient step;
 - student: the student's /agent/action;
 - teacher: the teacher's /teacher/action (sim only: with sim:=none no teacher runs).
 Each executed action goes out on /opd/action, then its Twist on /cmd_vel (`agent.base_command.TwistMapping`,
@@ -33,20 +37,31 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rclpy.duration import Duration
 from sensor_msgs.msg import JointState
 
 from agent.base_command import TwistMapping
 from agent.graph import DRIVE_SOURCES, TOPICS, node
 from agent.lifecycle_node import AgentNode, run_node
-from agent.messages import ActionCodec, MessageError, checked_stamp, sec_to_stamp
+from agent.messages import (
+    ActionCodec,
+    MessageError,
+    checked_stamp,
+    embedding_names,
+    msg_to_embedding,
+    msg_to_privileged,
+    privileged_names,
+    sec_to_stamp,
+)
+from opd.live import LearnerThread, load_learner
 from policies.artifact import Artifact
 from policies.safe_fallback import SafeFallback
 from policies.stream_stats import Level, Status, StreamStats
 
 STATE, STUDENT, TEACHER = "/agent/state", "/agent/action", "/teacher/action"
-ACTION, CMD_VEL = "/opd/action", "/cmd_vel"
-SOURCE_NAMES = {STUDENT: "student", TEACHER: "teacher"}  # who a source topic's actions come from
+PRIVILEGED, ACTION, CMD_VEL, GATE = "/sim/privileged_state", "/opd/action", "/cmd_vel", "/opd/gate"
+SOURCE_NAMES = {STATE: "OPD (student or teacher)", STUDENT: "student", TEACHER: "teacher"}
 ACK_TIMEOUT = Duration(seconds=0.5)  # how long the last safe action may take to be acknowledged on exit
 
 
@@ -55,14 +70,23 @@ class OpdNode(AgentNode):
 
     def __init__(self, **kwargs: Any) -> None:
         self.fallback: SafeFallback | None = None  # set at configure
+        self.learner_thread: LearnerThread | None = None
         super().__init__(node("opd"), **kwargs)
 
     def configure(self) -> None:
         s = self.settings()
         if not s["artifact_dir"]:
             raise ValueError("artifact_dir is empty: pass the directory written by `agent export --out DIR`")
-        # Only the contract is needed until the OPD core runs here; loading verifies the artifact's hashes.
-        self.contract = Artifact.load(s["artifact_dir"]).contract
+        artifact = Artifact.load(s["artifact_dir"])  # verifies the artifact's hashes
+        self.contract = artifact.contract
+        self.learner = None
+        if s["drive"] == "opd":
+            self.learner = load_learner(artifact, s["teacher_checkpoint"], s["opd_config"])
+            self.embedding_names = embedding_names(self.learner.student.cfg.encoder.embed_dim)
+            fields = artifact.model("predictor").get("fields") or []
+            self.privileged_names = privileged_names(fields)
+            self.learner_thread = LearnerThread(self.learner) if s["learn"] else None
+            self.last_step = -1  # step of the last privileged state: a smaller one starts a new episode
         self.codec = ActionCodec(self.contract)
         self.mapping = TwistMapping(self.contract)
         self.drive = s["drive"]
@@ -70,6 +94,7 @@ class OpdNode(AgentNode):
         self.state = StreamStats("state", TOPICS[STATE].rate_hz)
         self.student = StreamStats("student_action", TOPICS[STUDENT].rate_hz)
         self.teacher = StreamStats("teacher_action", TOPICS[TEACHER].rate_hz, s["teacher_timeout_s"])
+        self.privileged = StreamStats("privileged_state", TOPICS[PRIVILEGED].rate_hz, s["teacher_timeout_s"])
         self.executed = StreamStats("executed_action", TOPICS[ACTION].rate_hz)  # latency: stamp -> sent
         self.fallback = SafeFallback(s["input_timeout_s"], 1.0 / s["safe_keepalive_hz"])
         self.watchdog_period_s = 1.0 / s["watchdog_rate_hz"]
@@ -77,12 +102,16 @@ class OpdNode(AgentNode):
         self.acting = False  # actions may go out (active, not deactivating)
         self.pub_action = self.publisher(ACTION)
         self.pub_cmd = self.publisher(CMD_VEL)
+        self.pub_gate = self.publisher(GATE)
 
     def activate(self) -> None:
         self.acting = True
         self.subscribe(STATE, self.on_state, self.io_group)
         self.subscribe(STUDENT, self.on_student, self.io_group)
         self.subscribe(TEACHER, self.on_teacher, self.io_group)
+        self.subscribe(PRIVILEGED, self.on_privileged, self.io_group)
+        if self.learner_thread is not None:
+            self.learner_thread.start()
         self.timer(self.watchdog_period_s, self.watchdog, self.io_group)
 
     def deactivate(self) -> None:
@@ -90,20 +119,65 @@ class OpdNode(AgentNode):
         with self.lock:  # from here on nothing else goes out, even from a callback already running
             self.acting = False
             self.publish_safe(self.now_s())
+        if self.learner_thread is not None:
+            self.learner_thread.stop()
         self.pub_action.wait_for_all_acked(ACK_TIMEOUT)
         self.pub_cmd.wait_for_all_acked(ACK_TIMEOUT)
 
+    def cleanup(self) -> None:
+        self.learner = self.learner_thread = None
+
     def on_state(self, msg: JointState) -> None:
+        """A state embedding: with drive opd, a student frame for the OPD core, and its decision executed."""
         now = self.now_s()
         try:
             stamp = checked_stamp(msg.header.stamp)
             if why := self.state.check_stamp(stamp):
                 raise MessageError("stamp", why)
+            embedding = msg_to_embedding(msg, self.embedding_names) if self.learner is not None else None
         except MessageError as err:
             self.reject(self.state, err, now)
             return
         with self.lock:
             self.state.accept(stamp, now)
+        if embedding is not None:
+            self.decide(embedding, stamp, now, msg.header.stamp)
+
+    def decide(self, embedding: np.ndarray, stamp: float, now: float, header_stamp: Time) -> None:
+        """OPD on one student frame (E,): join the buffer, let the gate choose, execute and report it."""
+        learner, t = self.learner, np.array([now])
+        frame = {"embedding": embedding[None]}
+        if not learner.observe_student(np.array([0]), np.array([stamp]), frame, t)[0]:
+            # refused by the buffer (late, duplicate, non-finite): counted there
+            self.warn_throttled("frame", f"student frame refused: {dict(learner.buffers[0].counts)}")
+            return
+        decision = learner.act(t)
+        learner.process_step(t, np.array([False]))
+        self.execute(int(decision.skill[0]), decision.params[0], header_stamp)
+        self.pub_gate.publish(gate_status(decision))
+
+    def on_privileged(self, msg: JointState) -> None:
+        """The sim twin's true state: the teacher entry of the OPD core (the frozen teacher acts on it)."""
+        now = self.now_s()
+        learner = self.learner
+        try:
+            stamp = checked_stamp(msg.header.stamp)
+            if learner is not None:
+                skill, step, state = msg_to_privileged(msg, self.privileged_names, self.contract.num_skills)
+            if why := self.privileged.check_stamp(stamp):
+                raise MessageError("stamp", why)
+        except MessageError as err:
+            self.reject(self.privileged, err, now)
+            return
+        with self.lock:
+            self.privileged.accept(stamp, now)
+        if learner is None:  # drive student or teacher: only counted
+            return
+        t = np.array([now])
+        if step < self.last_step:  # the sim started a new episode: no frame may pair across it
+            learner.process_step(t, np.array([True]))
+        self.last_step = step
+        learner.observe_teacher(np.array([stamp]), state[None], np.array([skill]), t)
 
     def on_student(self, msg: JointState) -> None:
         self._on_action(STUDENT, self.student, msg)
@@ -201,18 +275,41 @@ class OpdNode(AgentNode):
             safe, period = self.contract.safe_skill, self.fallback.keepalive_s
             executed = Status(Level.ERROR, f"{self._silence(now)}; sending the safe action ({safe}), "
                               f"repeated every {period:g} s", executed.values)  # fmt: skip
-        return [("state", self.state.status(now)), ("student_action", self.student.status(now)),
-                ("teacher_action", teacher), ("executed_action", executed)]  # fmt: skip
+        out = [("state", self.state.status(now)), ("student_action", self.student.status(now)),
+               ("teacher_action", teacher), ("executed_action", executed)]  # fmt: skip
+        learner = self.learner  # read once: cleanup may clear it beside the diagnostics timer
+        if learner is not None:
+            out.append(("gate", gate_health(learner, self.learner_thread)))
+        return out
 
     def summary(self) -> dict[str, str]:
         if self.fallback is None:  # not configured yet
             return {}
         who = SOURCE_NAMES[self.source]
-        core = "; OPD core not yet in the node" if self.drive == "opd" else ""
-        mode = f"executing the {who}'s action{core}"
+        mode = f"executing the {who}'s action"
         if self.fallback.stopped:
             mode = f"safe action ({self.contract.safe_skill}): the {who} is silent"
         return {"drive": self.drive, "mode": mode}
+
+
+def gate_status(decision: Any) -> DiagnosticStatus:
+    """A gate decision as /opd/gate: level OK = the student acts, WARN = the teacher; message = the reason."""
+    values = {"source": "teacher" if decision.use_teacher[0] else "student", "reason": decision.reason[0],
+              "error": f"{decision.error[0]:.4f}", "threshold": f"{decision.threshold:.4f}"}  # fmt: skip
+    level = DiagnosticStatus.WARN if decision.use_teacher[0] else DiagnosticStatus.OK
+    return DiagnosticStatus(level=level, name="opd/gate", message=decision.reason[0],
+                            values=[KeyValue(key=k, value=v) for k, v in values.items()])  # fmt: skip
+
+
+def gate_health(learner: Any, thread: LearnerThread | None) -> Status:
+    """The gate's counts on /diagnostics: teacher share, switches, reasons, and the learner's progress."""
+    counts = learner.gate.counts
+    steps = max(learner.steps, 1)
+    values = {"decisions": str(learner.steps), "teacher_share": f"{learner.teacher_steps / steps:.3f}",
+              "switches": str(len(learner.gate.events)), "samples": str(len(learner.store)),
+              "updates": str(learner.updates), "learning": str(thread is not None)}  # fmt: skip
+    values.update({f"count.{k}": str(v) for k, v in sorted(counts.items())})
+    return Status(Level.OK, f"teacher on {learner.teacher_steps} of {learner.steps} decisions", values)
 
 
 def main(args: list[str] | None = None) -> None:
