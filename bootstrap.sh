@@ -36,15 +36,17 @@ export_env() {
     export PATH="$venv/bin:$PATH"
 }
 
+STUDENT=sim/robots/diffbot/student  # the committed OPD student (see README: Online Policy Distillation)
 cmd=${1:-}
 shift || true
 case "$cmd" in
     run)
         setup; export_env
-        # The whole ROS 2 graph on the MuJoCo default. Until Online Policy Distillation trains the student,
-        # the committed teacher drives (an untrained student acts at random); extra arguments override.
-        echo "[bootstrap] main job: agent run --sim mujoco --drive teacher --duration 120 (the ROS 2 graph)"
-        exec agent run --sim mujoco --drive teacher --duration 120 "$@"
+        # The whole ROS 2 graph on the MuJoCo default behind the real-robot proxy: the committed OPD student
+        # drives, and the OPD gate hands control to the teacher where the predictor's error is high.
+        # Extra arguments override (e.g. --drive teacher).
+        echo "[bootstrap] main job: agent run --sim mujoco --proxy --drive opd --artifact $STUDENT --duration 120"
+        exec agent run --sim mujoco --proxy --drive opd --artifact "$STUDENT" --duration 120 "$@"
         ;;
     test)
         setup; export_env

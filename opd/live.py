@@ -18,14 +18,14 @@ from sim.config import PROJECT_ROOT
 log = logging.getLogger(__name__)
 
 DEFAULT_TEACHER = PROJECT_ROOT / "sim/robots/diffbot/teacher/teacher.pt"
-DEFAULT_OPD_CONFIG = PROJECT_ROOT / "opd/configs/student.yaml"  # its `opd:` section
+DEFAULT_OPD_CONFIG = PROJECT_ROOT / "opd/configs/live.yaml"  # its `opd:` section
 
 
 def load_learner(
     artifact: Artifact, teacher: str | Path = "", opd_config: str | Path = ""
 ) -> OnlineDistillation:
     """One-env learner on the artifact's head and predictor, the frozen teacher, the `opd:` section of a
-    student training YAML (empty arguments: the committed teacher, opd/configs/student.yaml)."""
+    student training YAML (empty arguments: the committed teacher, opd/configs/live.yaml)."""
     path = Path(opd_config or DEFAULT_OPD_CONFIG)
     try:
         section = (yaml.safe_load(path.read_text()) or {}).get("opd", {})

@@ -123,3 +123,16 @@ def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action(
     assert proc.returncode == 0, rest + err.read_text()
     assert "stopping (interrupted)" in rest and "robot left on the safe action (skill 2: stop)" in rest
     assert "Traceback" not in err.read_text()
+
+
+def test_the_main_job_runs_the_committed_opd_student_on_the_proxy_with_the_gate() -> None:
+    """`bash bootstrap.sh run`'s command, shortened: the committed student drives, the OPD gate reports."""
+    from opd.live import PROJECT_ROOT
+
+    student = PROJECT_ROOT / "sim/robots/diffbot/student"
+    out = agent("run", "--sim", "mujoco", "--proxy", "--drive", "opd", "--artifact", str(student),
+                "--duration", "8")  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    last = [line for line in out.stdout.splitlines() if line.startswith("[opd]")][-1]
+    assert "OPD gate: teacher on" in last and "decisions" in last  # the gate decided, and says how
+    assert "robot left on the safe action (skill 2: stop)" in out.stdout

@@ -271,7 +271,7 @@ NODES: tuple[NodeSpec, ...] = (
             Param("teacher_checkpoint", "", "teacher.pt of the OPD core (teacher.yaml beside it); empty = "
                   "the committed checkpoint sim/robots/diffbot/teacher/teacher.pt"),
             Param("opd_config", "", "OPD core config (the `opd:` section of a student training YAML); empty "
-                  "= opd/configs/student.yaml"),
+                  "= opd/configs/live.yaml (the gate as at the end of training)"),
             Param("learn", False, "train the student's head and the predictor online on a learner thread"),
             Param("input_timeout_s", 0.5, "no action from the executed source (the student's, or the "
                   "teacher's with drive teacher) for this long -> safe action + ERROR", "s", 0.01, 60.0),
@@ -294,6 +294,9 @@ NODES: tuple[NodeSpec, ...] = (
             Param("sim_config", "", "simulator YAML (sim/config.py); empty = the sim package's <sim>.yaml"),
             Param("camera_hz", 20, "camera rate; 20 = one frame per control period, the camera topic's "
                   "rate; 0 = the simulator YAML's", "Hz", 0, 1000),
+            Param("camera_size", 0, "square camera image rendered, px (a multiple of 8); 0 = the simulator "
+                  "YAML's. `agent run` sets the artifact's input size, so the student sees frames rendered "
+                  "as in its training rather than resized", "px", 0, 2048),
             Param("seed", 0, "seed of the first episode; episode i draws its layout from seed + i",
                   "", 0, 2**31 - 1),
             Param("proxy", False, "wrap the backend in the real-robot proxy (latency, noise, randomisation)"),

@@ -74,9 +74,15 @@ class SessionConfig:
         node = {name: params[name]["ros__parameters"] for name in params}
         node["encoder"].update(inference_threads=self.threads, precision=self.precision)
         node["policy"].update(inference_threads=self.threads)
-        node["sim_bridge"].update(proxy=self.proxy, real_time_factor=float(self.speed), seed=self.seed)
+        node["sim_bridge"].update(camera_size=self.camera_size(), proxy=self.proxy,
+                                  real_time_factor=float(self.speed), seed=self.seed)  # fmt: skip
         node["teacher"].update(checkpoint=str(self.teacher or ""))
         return params
+
+    def camera_size(self) -> int:
+        """The artifact's square input size (the sim renders it), or 0 (the sim's own) for another shape."""
+        image = json.loads((self.artifact_dir / "manifest.json").read_text())["preprocessing"]["image"]
+        return image["height"] if image["height"] == image["width"] else 0
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,7 @@ class Progress:
     missed_at_s: np.ndarray  # monotonic due time of each missed or overrun period, s
     dropped: Counter[str] = field(default_factory=Counter)  # rejected/dropped/lost, by "node: stream.reason"
     recorded: int = 0  # messages written to the bag so far
+    gate: str = ""  # the OPD gate (drive opd): teacher share and the last decision; "" without the OPD core
 
     @property
     def control_rate_hz(self) -> float:
@@ -194,7 +201,25 @@ class SimSession:
             missed_at_s=np.array(s.missed_at_s),
             dropped=+dropped,
             recorded=sum(self.recorder.report.written.values()) if self.recorder else 0,
+            gate=self._gate(),
         )
+
+    def _gate(self) -> str:
+        """The OPD node's gate in one line: who acted how often, and its last decision."""
+        try:
+            opd = self.bringup.node("opd")
+        except KeyError:
+            return ""
+        learner = getattr(opd, "learner", None)  # read once: cleanup may clear it
+        if learner is None or not learner.steps:
+            return ""
+        last = opd.last_gate
+        share = learner.teacher_steps / learner.steps
+        text = f"teacher on {share:.1%} of {learner.steps} decisions, {len(learner.gate.events)} switches"
+        if last is not None:
+            who = "teacher" if last.use_teacher[0] else "student"
+            text += f"; now {who} ({last.reason[0]}, error {last.error[0]:.2f} vs {last.threshold:.2f})"
+        return text
 
     def failures(self) -> dict[str, str]:
         """Nodes that are not running, with why."""

@@ -174,6 +174,7 @@ def _figures(p: Progress, drive: str) -> dict[str, str]:
         f"{answered} -> command": latency,
         "dropped": f"{dropped} messages" + (f" ({worst})" if dropped else ""),
         "recorded": f"{p.recorded} messages",
+        **({"OPD gate": p.gate} if p.gate else {}),
     }  # fmt: skip
 
 

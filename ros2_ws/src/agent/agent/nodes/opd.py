@@ -71,6 +71,7 @@ class OpdNode(AgentNode):
     def __init__(self, **kwargs: Any) -> None:
         self.fallback: SafeFallback | None = None  # set at configure
         self.learner_thread: LearnerThread | None = None
+        self.last_gate: Any = None  # the gate's last Decision (drive opd), for progress displays
         super().__init__(node("opd"), **kwargs)
 
     def configure(self) -> None:
@@ -155,6 +156,7 @@ class OpdNode(AgentNode):
         learner.process_step(t, np.array([False]))
         self.execute(int(decision.skill[0]), decision.params[0], header_stamp)
         self.pub_gate.publish(gate_status(decision))
+        self.last_gate = decision
 
     def on_privileged(self, msg: JointState) -> None:
         """The sim twin's true state: the teacher entry of the OPD core (the frozen teacher acts on it)."""
