@@ -135,6 +135,7 @@ class Gate:
         self._beta = cfg.budget or 0.0  # calibrated quantile level: threshold = quantile(1 - beta)
         self.events: collections.deque[SwitchEvent] = collections.deque(maxlen=cfg.max_events)
         self.counts: collections.Counter[str] = collections.Counter()  # "teacher/holding" -> decisions
+        self.switches = 0  # switches in total (`events` keeps the newest `max_events` of them)
 
     def _calibrated(self) -> bool:
         seen = min(self._seen, self.cfg.budget_window)
@@ -220,6 +221,7 @@ class Gate:
             self._beta = float(np.clip(beta, 0.0, 1.0))
         names = tuple(REASONS[r] for r in reason)
         self.counts.update(f"{SOURCES[t]}/{n}" for t, n in zip(teacher.tolist(), names, strict=True))
+        self.switches += int(switched.sum())
         for e in np.flatnonzero(switched):
             err = float(error[e])
             self.events.append(
@@ -263,6 +265,7 @@ class Gate:
             "window": window.tolist(),
             "beta": self._beta,
             "counts": dict(self.counts),
+            "switches": self.switches,
             "events": [asdict(e) for e in self.events],
         }
 
@@ -279,3 +282,4 @@ class Gate:
         self.counts = collections.Counter(state["counts"])
         self.events.clear()
         self.events.extend(SwitchEvent(**e) for e in state["events"])
+        self.switches = int(state.get("switches", len(self.events)))  # checkpoints before the counter

@@ -38,8 +38,9 @@ def load_learner(
 class LearnerThread:
     """Calls `learner.update()` on a daemon thread, at most `max_rate_hz`, until `stop()`.
 
-    The control callbacks only act and hand samples over; gradient steps happen here, and each one swaps
-    the acting weights in under the learner's lock, so acting never waits for a gradient step.
+    The control callbacks only act and hand samples over; gradient steps happen here, and every
+    `distill.sync_every` of them swap the acting weights in under the learner's lock, so acting never
+    waits for a gradient step.
     """
 
     def __init__(self, learner: OnlineDistillation, max_rate_hz: float = 20.0) -> None:

@@ -36,8 +36,9 @@ class EnsembleNovelty(nn.Module):
 
     def disagreement(self, embedding: torch.Tensor) -> torch.Tensor:
         """RMS over skills and slots of the members' standard deviation. Shape: (B, E) -> (B,)."""
-        probs = torch.stack([h(embedding).logits.softmax(-1) for h in self.heads])  # (M, B, K)
-        params = torch.stack([torch.tanh(h(embedding).mean) for h in self.heads])  # (M, B, P) in [-1, 1]
+        dists = [h(embedding) for h in self.heads]
+        probs = torch.stack([d.logits.softmax(-1) for d in dists])  # (M, B, K)
+        params = torch.stack([torch.tanh(d.mean) for d in dists])  # (M, B, P) in [-1, 1]
         spread = torch.cat([probs.std(0), params.std(0)], dim=-1)  # (B, K + P)
         return spread.pow(2).mean(-1).sqrt()
 

@@ -113,7 +113,7 @@ class EpisodeMetrics:
 
     def summary(self, control_hz: float) -> dict[str, Any]:
         minutes = max(self.steps / control_hz / 60.0, 1e-9)
-        counts = np.maximum(self.horizon_count, 1)
+        counts = np.where(self.horizon_count > 0, self.horizon_count, np.nan)  # NaN: horizon never reached
         return {
             "success": self.outcome == "success",
             "outcome": self.outcome,
@@ -212,6 +212,7 @@ class OnlineDistillation:
         dist = self.teacher(torch.from_numpy(feats))
         skill, params = self.teacher.head.deterministic(dist)
         skill, params, logits = skill.numpy(), params.double().numpy(), dist.logits.numpy()
+        accepted = np.zeros(self.num_envs, dtype=bool)
         for i, buf in enumerate(self.buffers):
             entry = TeacherEntry(
                 float(stamp[i]),
@@ -220,9 +221,10 @@ class OnlineDistillation:
                 params[i].astype(np.float32),
                 logits[i].astype(np.float32),
             )
-            buf.add_teacher(entry, float(now[i]))
-        self._teacher_skill[:], self._teacher_params[:] = skill, params
-        self._teacher_seen_at[:] = now
+            accepted[i] = buf.add_teacher(entry, float(now[i]))
+        # a refused entry (stale, future, duplicate, non-finite) neither acts nor counts as a live teacher
+        self._teacher_skill[accepted], self._teacher_params[accepted] = skill[accepted], params[accepted]
+        self._teacher_seen_at[accepted] = now[accepted]
         return skill, params
 
     @torch.no_grad()
@@ -307,7 +309,11 @@ class OnlineDistillation:
         unsafe = no_student & ~teacher_ok
         skill[unsafe] = self.contract.safe_skill_id
         params[unsafe] = self.contract.layout.defaults
-        reason = tuple("no_input_safe_action" if u else r for u, r in zip(unsafe, reason, strict=True))
+        # where the student is unusable its reason is said here: the gate ruled on a student that is not there
+        reason = tuple(
+            "no_input_safe_action" if u else "no_student" if ns else r
+            for u, ns, r in zip(unsafe, no_student, reason, strict=True)
+        )
         self._track(use, use != self._using_teacher)
         self.teacher_steps += int(use.sum())
         self._using_teacher = use.copy()
@@ -344,7 +350,7 @@ class OnlineDistillation:
             m.switches += int(switched[i] and m.steps > 0)  # the first decision of an episode is no switch
             m.steps += 1
             m.teacher_steps += int(use_teacher[i])
-            if self._student_skill[i] == self._teacher_skill[i]:
+            if self._has_student[i] and self._student_skill[i] == self._teacher_skill[i]:
                 m.agree_steps += 1
                 err = ((self._student_params[i] - self._teacher_params[i]) / half) ** 2 * mask[i]
                 m.param_error_sum += float(err.sum() / max(mask[i].sum(), 1.0))
@@ -377,6 +383,8 @@ class OnlineDistillation:
         self._window[i].clear()
         self._predictions[i].clear()
         self._has_student[i] = self._student_ok[i] = self._using_teacher[i] = False
+        self._student_skill[i] = self.contract.safe_skill_id  # no action of the last episode carries over
+        self._student_params[i] = self.contract.layout.defaults
         self._teacher_seen_at[i] = self._student_seen_at[i] = -np.inf
         self._novelty_score[i] = np.nan
         self.metrics[i] = self._new_metrics()

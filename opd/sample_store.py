@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,22 +67,26 @@ class SampleStore:
         self.pos = 0
         self.size = 0
         self.added = 0  # samples ever added (labels used), across evictions and resumes
+        # A live node adds from its callbacks while a learner thread samples: a row is read whole or not.
+        self.lock = threading.Lock()
 
     def __len__(self) -> int:
         return self.size
 
     def add(self, row: dict[str, np.ndarray]) -> None:
         """Append one sample; keys as `StoreSpec.shapes()`."""
-        for k, a in self.arrays.items():
-            a[self.pos] = row[k]
-        self.pos = (self.pos + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
-        self.added += 1
+        with self.lock:
+            for k, a in self.arrays.items():
+                a[self.pos] = row[k]
+            self.pos = (self.pos + 1) % self.capacity
+            self.size = min(self.size + 1, self.capacity)
+            self.added += 1
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
         """A uniform batch. Shapes: (B, *row shape)."""
-        idx = rng.integers(0, self.size, size=batch_size)
-        return {k: torch.from_numpy(a[idx]) for k, a in self.arrays.items()}
+        with self.lock:
+            idx = rng.integers(0, self.size, size=batch_size)
+            return {k: torch.from_numpy(a[idx]) for k, a in self.arrays.items()}
 
     def save(self, path: Path) -> None:
         """Write the filled part atomically (temporary file, then rename)."""

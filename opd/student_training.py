@@ -12,7 +12,7 @@ Every method gets the same label budget: one teacher label per student frame, `t
 Output directory (rerunning the same command resumes from the last checkpoint):
     config.yaml                         resolved config
     checkpoints/step_XXXXXXXXX.pt + .yaml  learner state (weights only), config beside it
-    checkpoints/store.npz               the learner's sample store at that checkpoint
+    checkpoints/store.npz               the learner's sample store, as of the newest checkpoint
     history.jsonl                       one line per log period: losses, intervention rate, threshold, ...
     student.pt, predictor.pt, student.yaml  the final student and predictor (weights) and their configs
     tb/                                 TensorBoard scalars
@@ -207,7 +207,9 @@ class StudentTrainer:
             ep = list(self.episodes)
             for key in ("success", "intervention_rate", "switches_per_min", "skill_agreement", "param_error"):
                 record[f"episode/{key}"] = float(np.mean([e[key] for e in ep]))
-            pred = np.mean([e["pred_error"] for e in ep], axis=0)
+            pred = np.array([e["pred_error"] for e in ep], dtype=float)  # (episodes, H), NaN: not reached
+            seen = np.isfinite(pred)
+            pred = np.nansum(pred, axis=0) / np.where(seen.any(0), seen.sum(0), np.nan)
             record.update({f"pred_error/h{h + 1}": float(v) for h, v in enumerate(pred)})
         for key, value in record.items():
             if key != "step" and isinstance(value, (int, float)) and np.isfinite(value):
@@ -244,6 +246,7 @@ class StudentTrainer:
             return
         state = torch.load(ckpts[-1], weights_only=True)
         self.learner.load(state["learner"])
+        self.learner.gate.reset()  # every env starts a new episode: no takeover or timer carries over
         self.episode_count = int(state["episode_count"])
         self.pending_updates = float(state["pending_updates"])
         torch.set_rng_state(state["torch_rng"])

@@ -255,3 +255,13 @@ def test_a_teacher_that_stops_mid_episode_leaves_the_student_then_the_safe_actio
     d = learner.act(later)
     assert d.skill[0] == contract.safe_skill_id and d.reason == ("no_input_safe_action",)
     np.testing.assert_array_equal(d.params[0], contract.layout.defaults)
+
+
+def test_a_refused_teacher_entry_neither_acts_nor_counts_as_a_live_teacher(contract, student_cfg):
+    learner = make_learner(contract, student_cfg, n=1)
+    now = np.array([10.0])
+    stale = now - 5.0  # beyond the buffer's max_age_s: refused
+    learner.observe_teacher(stale, state_at(stale), np.zeros(1, np.int64), now)
+    assert learner.buffers[0].counts["stale"] == 1
+    d = learner.act(now)
+    assert d.reason == ("no_input_safe_action",) and d.skill[0] == contract.safe_skill_id

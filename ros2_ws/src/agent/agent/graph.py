@@ -27,12 +27,10 @@ EXECUTORS = ("single", "multi")  # executor per node of the in-process bringup (
 
 ParamValue = bool | int | float | str
 # Whose hybrid action the robot executes (`drive`, one launch argument for the opd node and the sim bridge),
-# by the topic the opd node takes it from. The opd node is the one place the executed action comes from:
-# /opd/action and /cmd_vel carry it for every choice. opd = OPD's decision, the student's until the OPD
-# core's gate runs in the opd node; student or teacher = that one alone, to watch it act.
-# What each `drive` choice executes: opd, the OPD core's gated choice made on each state embedding (the
-# student's head, or the teacher when the predictor's error is high); student, the policy's action;
-# teacher, the teacher's action.
+# by the topic the opd node acts on. The opd node is the one place the executed action comes from:
+# /opd/action and /cmd_vel carry it for every choice. opd = the OPD core's gated choice, made on each state
+# embedding (the student's head, or the teacher's action when the predictor's error is high); student or
+# teacher = that one alone, to watch it act.
 DRIVE_SOURCES = {"opd": "/agent/state", "student": "/agent/action", "teacher": "/teacher/action"}
 DRIVES = tuple(DRIVE_SOURCES)
 
@@ -90,8 +88,8 @@ TOPICS: dict[str, Topic] = {
               "student hybrid action (a proposal; /opd/action is executed): skill id + contract parameters, "
               "stamped with its state"),
         Topic("/opd/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
-              "executed hybrid action, the one the robot follows: by `drive` the student's or the teacher's, "
-              "the safe action when that source is silent"),
+              "executed hybrid action, the one the robot follows: by `drive` the OPD gate's choice, the "
+              "student's or the teacher's; the safe action when that source is silent"),
         Topic("/cmd_vel", "geometry_msgs/msg/Twist", RELIABLE, 20.0,
               "base velocity command: the executed action (/opd/action) through the robot's Twist mapping"),
         Topic("/opd/gate", "diagnostic_msgs/msg/DiagnosticStatus", RELIABLE, 20.0,
@@ -221,7 +219,7 @@ _THREADS = Param("inference_threads", 0, "intra-op threads of the backend; 0 = b
 _DRIVE = Param(
     "drive",
     "opd",
-    "whose action the robot executes: opd (the student's until the OPD core lands), student or teacher",
+    "whose action the robot executes: opd (the OPD gate's choice), student or teacher",
     choices=DRIVES,
     launch_arg="drive",
 )

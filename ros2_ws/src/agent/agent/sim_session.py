@@ -77,6 +77,7 @@ class SessionConfig:
         node["sim_bridge"].update(camera_size=self.camera_size(), proxy=self.proxy,
                                   real_time_factor=float(self.speed), seed=self.seed)  # fmt: skip
         node["teacher"].update(checkpoint=str(self.teacher or ""))
+        node["opd"].update(teacher_checkpoint=str(self.teacher or ""))  # the OPD core's teacher is the same
         return params
 
     def camera_size(self) -> int:
@@ -215,7 +216,7 @@ class SimSession:
             return ""
         last = opd.last_gate
         share = learner.teacher_steps / learner.steps
-        text = f"teacher on {share:.1%} of {learner.steps} decisions, {len(learner.gate.events)} switches"
+        text = f"teacher on {share:.1%} of {learner.steps} decisions, {learner.gate.switches} switches"
         if last is not None:
             who = "teacher" if last.use_teacher[0] else "student"
             text += f"; now {who} ({last.reason[0]}, error {last.error[0]:.2f} vs {last.threshold:.2f})"

@@ -4,9 +4,8 @@
 
 Every node of `agent.graph` runs as the launch file would start it (`agent.sim_session`); the sim bridge
 plays the robot in real time. Ctrl-C or the end of --duration stops the graph and leaves the robot on the
-contract's safe action. Without --artifact an untrained student is exported once into the cache: the
-student acts at random until Online Policy Distillation trains it, so `--drive teacher` is the way to
-watch the task being solved through the graph.
+contract's safe action. Without --artifact an untrained student is exported once into the cache (it acts
+at random); `--artifact sim/robots/diffbot/student` is the committed OPD student, what the main job runs.
 """
 
 from __future__ import annotations
@@ -45,8 +44,8 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executor", choices=graph.EXECUTORS, default="single",
                         help="each node's executor: single or multi-threaded (agent.bringup)")  # fmt: skip
     parser.add_argument("--drive", choices=graph.DRIVES, default="opd",
-                        help="whose action the robot executes (launch argument drive; opd = the student's "
-                        "until the OPD core runs in the opd node)")  # fmt: skip
+                        help="whose action the robot executes (launch argument drive; opd = the OPD "
+                        "gate's choice between student and teacher)")  # fmt: skip
     parser.add_argument("--teacher", type=Path, help="teacher.pt (teacher.yaml beside it); default: the "
                         "committed sim/robots/diffbot/teacher/teacher.pt")  # fmt: skip
     parser.add_argument("--proxy", action="store_true", help="run the simulator behind the real-robot proxy")
@@ -77,9 +76,9 @@ def session_config(args: argparse.Namespace, record: Path | None = None) -> Sess
     if args.threads < 0 or args.speed < 0:
         raise ValueError("--threads and --speed must be >= 0")
     teacher = args.teacher or DEFAULT_TEACHER
-    if args.drive == "teacher" and not teacher.is_file():
+    if args.drive in ("teacher", "opd") and not teacher.is_file():  # OPD's gate executes the teacher too
         raise FileNotFoundError(
-            f"--drive teacher needs a teacher checkpoint: none at {teacher}; train one with "
+            f"--drive {args.drive} needs a teacher checkpoint: none at {teacher}; train one with "
             "`agent train teacher --out DIR`, then pass --teacher DIR/teacher.pt"
         )
     artifact, precision = args.artifact, args.precision or ""

@@ -281,7 +281,8 @@ class OpdNode(AgentNode):
                ("teacher_action", teacher), ("executed_action", executed)]  # fmt: skip
         learner = self.learner  # read once: cleanup may clear it beside the diagnostics timer
         if learner is not None:
-            out.append(("gate", gate_health(learner, self.learner_thread)))
+            out += [("privileged_state", self.privileged.status(now)),
+                    ("gate", gate_health(learner, self.learner_thread))]  # fmt: skip
         return out
 
     def summary(self) -> dict[str, str]:
@@ -308,9 +309,11 @@ def gate_health(learner: Any, thread: LearnerThread | None) -> Status:
     counts = learner.gate.counts
     steps = max(learner.steps, 1)
     values = {"decisions": str(learner.steps), "teacher_share": f"{learner.teacher_steps / steps:.3f}",
-              "switches": str(len(learner.gate.events)), "samples": str(len(learner.store)),
+              "switches": str(learner.gate.switches), "samples": str(len(learner.store)),
               "updates": str(learner.updates), "learning": str(thread is not None)}  # fmt: skip
     values.update({f"count.{k}": str(v) for k, v in sorted(counts.items())})
+    if thread is not None and thread.error is not None:
+        return Status(Level.ERROR, f"learner thread stopped: {thread.error!r}; acting goes on", values)
     return Status(Level.OK, f"teacher on {learner.teacher_steps} of {learner.steps} decisions", values)
 
 
