@@ -454,10 +454,16 @@ class OnlineDistillation:
         return losses
 
     def sync_policy(self) -> None:
-        """Copy the learner's weights into the acting student, predictor and ensemble."""
-        acting, predictor, novelty = self._copies()
-        with self.lock:
-            self.acting, self.acting_predictor, self.acting_novelty = acting, predictor, novelty
+        """Copy the learner's weights into the acting student, predictor and ensemble, in place under the
+        lock (acting sees the old weights or the new ones, never a mix). Call it from the thread that
+        updates. A fixed encoder (the live node) is not copied: only the head acts on embeddings there."""
+        skip = () if self.cfg.distill.train_encoder else ("encoder.",)
+        student = {k: v for k, v in self.student.state_dict().items() if not k.startswith(skip)}
+        with self.lock, torch.no_grad():
+            self.acting.load_state_dict(student, strict=not skip)
+            self.acting_predictor.load_state_dict(self.predictor.state_dict())
+            if self.novelty is not None:
+                self.acting_novelty.load_state_dict(self.novelty.state_dict())
 
     def _copies(self) -> tuple[StudentPolicy, StatePredictor, EnsembleNovelty | None]:
         def frozen(m: torch.nn.Module) -> Any:

@@ -265,3 +265,30 @@ def test_a_refused_teacher_entry_neither_acts_nor_counts_as_a_live_teacher(contr
     assert learner.buffers[0].counts["stale"] == 1
     d = learner.act(now)
     assert d.reason == ("no_input_safe_action",) and d.skill[0] == contract.safe_skill_id
+
+
+def test_the_live_learner_thread_updates_beside_acting_and_reports_a_failure(contract, student_cfg):
+    import time as _time
+
+    from opd.live import LearnerThread
+
+    learner = make_learner(contract, student_cfg)
+    run(learner, 100)
+    thread = LearnerThread(learner, max_rate_hz=200.0)
+    thread.start()
+    try:
+        decisions = run(learner, 20, t0=100 * PERIOD)  # the loop acts while the thread learns
+        deadline = _time.monotonic() + 10.0
+        while learner.updates < 3 and _time.monotonic() < deadline:
+            _time.sleep(0.01)
+    finally:
+        thread.stop()
+    assert learner.updates >= 3 and thread.error is None
+    assert all(np.isfinite(d.params).all() for d in decisions)
+    learner.store.sample = None  # the next update fails: the thread stops and says why
+    thread.start()
+    deadline = _time.monotonic() + 5.0
+    while thread.error is None and _time.monotonic() < deadline:
+        _time.sleep(0.01)
+    thread.stop()
+    assert isinstance(thread.error, TypeError)

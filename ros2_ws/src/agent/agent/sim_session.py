@@ -64,6 +64,7 @@ class SessionConfig:
     drive: str = "opd"  # whose action the robot executes: launch argument `drive` (graph.DRIVES)
     teacher: Path | None = None  # teacher checkpoint; None = the committed one of the robot
     proxy: bool = False  # run the simulator behind the real-robot proxy
+    learn: bool = False  # drive opd: the opd node trains the head and the predictor online (learner thread)
     speed: float = 1.0  # real-time factor; 0 = lockstep (as fast as the graph answers)
     seed: int = 0  # seed of the first episode
     record: Path | None = None  # bag directory to write; None = no recording
@@ -77,7 +78,7 @@ class SessionConfig:
         node["sim_bridge"].update(camera_size=self.camera_size(), proxy=self.proxy,
                                   real_time_factor=float(self.speed), seed=self.seed)  # fmt: skip
         node["teacher"].update(checkpoint=str(self.teacher or ""))
-        node["opd"].update(teacher_checkpoint=str(self.teacher or ""))  # the OPD core's teacher is the same
+        node["opd"].update(teacher_checkpoint=str(self.teacher or ""), learn=self.learn)  # the same teacher
         return params
 
     def camera_size(self) -> int:

@@ -49,6 +49,8 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--teacher", type=Path, help="teacher.pt (teacher.yaml beside it); default: the "
                         "committed sim/robots/diffbot/teacher/teacher.pt")  # fmt: skip
     parser.add_argument("--proxy", action="store_true", help="run the simulator behind the real-robot proxy")
+    parser.add_argument("--learn", action="store_true", help="drive opd: train the student's head and the "
+                        "predictor online on the opd node's learner thread")  # fmt: skip
     parser.add_argument(
         "--speed",
         type=float,
@@ -91,7 +93,7 @@ def session_config(args: argparse.Namespace, record: Path | None = None) -> Sess
     return SessionConfig(
         artifact_dir=artifact, sim=args.sim, backend=args.backend, precision=precision,
         threads=args.threads, executor=args.executor, drive=args.drive, teacher=args.teacher,
-        proxy=args.proxy, speed=args.speed, seed=args.seed, record=record,
+        proxy=args.proxy, learn=args.learn, speed=args.speed, seed=args.seed, record=record,
     )  # fmt: skip
 
 
