@@ -1,5 +1,6 @@
 """Every entry point runs as a subprocess with a tiny budget."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -133,6 +134,14 @@ def test_eval_teacher_without_a_checkpoint_fails_with_one_clear_line(tmp_path):
 
 
 STUDENT_QUICK = Path(__file__).parents[2] / "opd" / "configs" / "student_quick.yaml"
+
+
+def test_train_student_on_isaac_sim_without_it_fails_with_one_clear_line(tmp_path):
+    if importlib.util.find_spec("isaacsim") is not None:
+        pytest.skip("Isaac Sim is installed here: the command would train")
+    out = agent("train", "student", "--sim", "isaacsim", "--steps", "8", "--out", str(tmp_path / "run"))
+    assert out.returncode == 2
+    assert "isaacsim" in out.stderr and "pip install" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_train_student_then_resume_then_eval_it(tmp_path):

@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="train the student online from the teacher on the real-robot proxy (resumes from --out)",
     )
     s.add_argument("--method", choices=["opd", "dagger", "novelty", "sim_only"], help="default: the config's")
+    s.add_argument("--sim", choices=["mujoco", "isaacsim"], help="simulator: sim/configs/<sim>.yaml (Isaac "
+                   "Sim on GPU hosts with the isaacsim extra); default: the config's sim_config")  # fmt: skip
     s.add_argument("--envs", type=int, help="parallel envs (one backend object)")
     s.add_argument("--steps", type=int, help="decisions (control periods), summed over envs")
     s.add_argument("--seed", type=int, help="seed")
@@ -57,7 +59,8 @@ def run_student(args: argparse.Namespace) -> int:
     from opd.student_training import StudentTrainConfig, StudentTrainer
 
     cfg = StudentTrainConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
-    overrides = {"method": args.method, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed}
+    overrides = {"method": args.method, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed,
+                 "sim_config": f"sim/configs/{args.sim}.yaml" if args.sim else None}  # fmt: skip
     cfg = StudentTrainConfig.from_dict(
         {**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
     )
