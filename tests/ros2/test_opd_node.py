@@ -218,7 +218,12 @@ def opd_config(tmp_path: Path, **gate: object) -> str:
 
 
 def feed_opd(
-    probe: Probe, executor: MultiThreadedExecutor, artifact: Path, frames: int, teacher: bool = True
+    probe: Probe,
+    executor: MultiThreadedExecutor,
+    node: OpdNode,
+    artifact: Path,
+    frames: int,
+    teacher: bool = True,
 ) -> list[tuple]:
     """The sim twin's privileged state at 20 Hz and, 0.12 s later, a state embedding of each frame (what the
     encoder sends); returns (embedding message, privileged state, active skill) of each frame."""
@@ -234,7 +239,8 @@ def feed_opd(
         state = rng.normal(size=len(fields)).astype(np.float32)
         if teacher:
             probe.publish(PRIVILEGED, privileged_to_msg(state, 0, i, stamp, privileged_names(fields)))
-            spin_for(executor, 0.01)  # a reliable reader keeps 10: no burst of more
+            # one at a time: a reliable writer keeps 10, and a loaded machine must not see a burst of more
+            assert spin_until(executor, lambda i=i: node.privileged.accepted == i + 1)
         emb = embedding_to_msg(rng.normal(size=dim).astype(np.float32), stamp, "", embedding_names(dim))
         out.append((emb, state, 0))
     return out
@@ -253,7 +259,7 @@ def test_drive_opd_executes_the_gates_choice_with_cmd_vel_and_reports_it(
     cfg = opd_config(tmp_path, threshold_start=threshold, threshold_end=threshold, schedule="constant")
     node, probe, executor, codec = start_opd(tiny_artifact, drive="opd", opd_config=cfg)
     assert spin_until(executor, lambda: probe.matched(STATE, PRIVILEGED))
-    frames = feed_opd(probe, executor, tiny_artifact, 12)
+    frames = feed_opd(probe, executor, node, tiny_artifact, 12)
     assert spin_until(executor, lambda: node.privileged.accepted == 12)
     for i, (emb, _, _) in enumerate(frames):  # each arrives after the teacher has passed its stamp
         probe.publish(STATE, emb)  # /agent/state keeps the newest only: one at a time
@@ -277,12 +283,12 @@ def test_drive_opd_executes_the_gates_choice_with_cmd_vel_and_reports_it(
 
 
 def test_drive_opd_without_a_teacher_lets_the_student_act_alone(
-    start_opd: Start, tiny_artifact: Path
-) -> None:  # noqa: E501
+    start_opd: Start, tiny_artifact: Path, tmp_path: Path
+) -> None:
     """sim:=none: no privileged state ever arrives; the gate says so and the student drives."""
-    node, probe, executor, codec = start_opd(tiny_artifact, drive="opd")
+    node, probe, executor, codec = start_opd(tiny_artifact, drive="opd", opd_config=opd_config(tmp_path))
     assert spin_until(executor, lambda: probe.matched(STATE))
-    for i, (emb, _, _) in enumerate(feed_opd(probe, executor, tiny_artifact, 5, teacher=False)):
+    for i, (emb, _, _) in enumerate(feed_opd(probe, executor, node, tiny_artifact, 5, teacher=False)):
         probe.publish(STATE, emb)  # /agent/state keeps the newest only: one at a time
         assert spin_until(executor, lambda i=i: len(probe.received[GATE]) == i + 1)
     assert {g.message for g in probe.received[GATE]} == {"teacher_unavailable"}
