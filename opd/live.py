@@ -32,9 +32,6 @@ def load_learner(
     except (OSError, yaml.YAMLError) as err:
         raise ValueError(f"opd_config {path}: {err}") from None
     cfg = OPDConfig.from_dict(section, f"{path}: opd")
-    # Learning drives weights into denormal floats, which slow every later forward pass ~10x on a CPU
-    # (measured in student training); the flag is per thread, so the learner thread sets it too.
-    torch.set_flush_denormal(True)
     return learner_from_artifact(artifact, load_teacher(teacher or DEFAULT_TEACHER), cfg)
 
 
@@ -65,7 +62,10 @@ class LearnerThread:
 
     def _run(self) -> None:
         torch.set_num_threads(1)  # the control loop's inference keeps the other core
-        torch.set_flush_denormal(True)  # see load_learner
+        # Adam drives weights into denormal floats, which slow every later forward pass ~10x on a CPU
+        # (measured in student training). Flushed on this thread only (the flag is per thread): the updates
+        # it computes, and so the acting copies, hold none, and no other thread's floats change behaviour.
+        torch.set_flush_denormal(True)
         try:
             while not self._stop.is_set():
                 t0 = time.monotonic()
