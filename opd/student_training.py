@@ -39,7 +39,7 @@ from opd.online_distillation import OnlineDistillation, OPDConfig
 from opd.teacher_training import _stop_on_signals
 from policies.config import Config
 from policies.student_policy import StudentConfig, StudentPolicy
-from sim.config import PROJECT_ROOT, SimConfig
+from sim.config import SimConfig, from_root
 
 log = logging.getLogger(__name__)
 
@@ -67,21 +67,15 @@ class StudentTrainConfig(Config):
     opd: OPDConfig = Field(default_factory=OPDConfig)
 
 
-def project_path(path: str | Path) -> Path:
-    """A path from a config: relative ones are relative to the project root."""
-    path = Path(path)
-    return path if path.is_absolute() else PROJECT_ROOT / path
-
-
 def make_robot_for(cfg: StudentTrainConfig, student_cfg: StudentConfig, proxy: bool) -> Any:
     """The vector robot (camera at the student's image size), behind the proxy when `proxy`."""
     from sim.gym_env import make_robot
 
-    sim_cfg = SimConfig.from_yaml(project_path(cfg.sim_config))
+    sim_cfg = SimConfig.from_yaml(from_root(cfg.sim_config))
     img = student_cfg.encoder.image
     camera = sim_cfg.camera.model_copy(update={"width": img.width, "height": img.height})
     sim_cfg = SimConfig.from_dict(sim_cfg.model_copy(update={"camera": camera}).model_dump())
-    _, robot = make_robot(sim_cfg, "all", project_path(cfg.proxy_config) if proxy else None, cfg.num_envs)
+    _, robot = make_robot(sim_cfg, "all", from_root(cfg.proxy_config) if proxy else None, cfg.num_envs)
     return robot
 
 
@@ -93,8 +87,8 @@ class StudentTrainer:
         (self.out / "checkpoints").mkdir(parents=True, exist_ok=True)
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(cfg.threads)
-        self.student_cfg = StudentConfig.from_yaml(project_path(cfg.student_config))
-        teacher = load_teacher(project_path(cfg.teacher))
+        self.student_cfg = StudentConfig.from_yaml(from_root(cfg.student_config))
+        teacher = load_teacher(from_root(cfg.teacher))
         self.robot = make_robot_for(cfg, self.student_cfg, proxy=cfg.method != "sim_only")
         # the predictor's horizons are control periods of this robot
         align = cfg.opd.align.model_copy(update={"period_s": self.robot.spec.control_period_s})

@@ -28,9 +28,10 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from opd.evaluation import EVAL_SEED, evaluate_student, evaluate_teacher, load_teacher
-from opd.student_training import Method, StudentTrainConfig, StudentTrainer, project_path
+from opd.student_training import Method, StudentTrainConfig, StudentTrainer
 from policies.config import Config
 from policies.runtime import load_student
+from sim.config import from_root
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class TransferConfig(Config):
 
     def train(self, method: str | None = None) -> StudentTrainConfig:
         """The training config of `method` (None: the shared one) with this benchmark's budget and seed."""
-        base = StudentTrainConfig.from_yaml(project_path(self.train_config))
+        base = StudentTrainConfig.from_yaml(from_root(self.train_config))
         update: dict[str, Any] = {"seed": self.seed, "total_steps": self.total_steps or base.total_steps}
         if method is not None:
             update["method"] = method
@@ -134,8 +135,8 @@ class TransferBenchmark:
     def _evaluate_student(self, artifact: Path) -> dict[str, Any]:
         runtime = load_student(artifact, backend=self.cfg.backend)
         return evaluate_student(
-            runtime, self.cfg.episodes, proxy=project_path(self.base.proxy_config),
-            sim_config=project_path(self.base.sim_config), seed=EVAL_SEED, num_envs=self.cfg.num_envs,
+            runtime, self.cfg.episodes, proxy=from_root(self.base.proxy_config),
+            sim_config=from_root(self.base.sim_config), seed=EVAL_SEED, num_envs=self.cfg.num_envs,
         )  # fmt: skip
 
     def teacher(self) -> dict[str, Any]:
@@ -146,8 +147,8 @@ class TransferBenchmark:
             log.info("teacher: evaluated already (%s)", path)
             return summary(cached)
         evaluation = evaluate_teacher(
-            load_teacher(project_path(self.base.teacher)), self.cfg.episodes,
-            proxy=project_path(self.base.proxy_config), sim_config=project_path(self.base.sim_config),
+            load_teacher(from_root(self.base.teacher)), self.cfg.episodes,
+            proxy=from_root(self.base.proxy_config), sim_config=from_root(self.base.sim_config),
             seed=EVAL_SEED, num_envs=self.cfg.num_envs,
         )  # fmt: skip
         write_json(path, evaluation)

@@ -18,8 +18,9 @@ from sim.robots.diffbot import constants
 PROJECT_ROOT = Path(__file__).resolve().parents[1]  # relative paths in configs are relative to this
 
 
-def _from_root(path: Path) -> Path:
+def from_root(path: str | Path) -> Path:
     """A path from a config: relative ones are relative to the project root, not the working directory."""
+    path = Path(path)
     return path if path.is_absolute() else PROJECT_ROOT / path
 
 
@@ -123,7 +124,7 @@ class MujocoConfig(Config):
     @field_validator("mjcf")
     @classmethod
     def _in_project(cls, path: Path) -> Path:
-        return _from_root(path)
+        return from_root(path)
 
 
 class IsaacSimConfig(Config):
@@ -151,7 +152,7 @@ class SimConfig(Config):
     @field_validator("contract")
     @classmethod
     def _in_project(cls, path: Path) -> Path:
-        return _from_root(path)
+        return from_root(path)
 
     @field_validator("backend")
     @classmethod
