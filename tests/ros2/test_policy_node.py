@@ -56,7 +56,7 @@ def policy(
 
 
 def send_state(probe: Probe, stamp: float, value: float = 0.5) -> None:
-    emb = np.full(EMBED_DIM, value, dtype=np.float32)
+    emb = np.full(EMBED_DIM, value)  # float64, as the message carries it
     probe.publish("/agent/state", embedding_to_msg(emb, stamp, "camera", embedding_names(EMBED_DIM)))
 
 
@@ -87,7 +87,10 @@ def test_stale_inputs_give_the_safe_action_and_an_error_then_acting_resumes(poli
     assert node.clipped >= 1
 
     n = len(probe.received["/agent/action"])  # inputs stop here
-    assert spin_until(executor, lambda: skills(probe, codec)[n:].count(stop) >= 3, timeout_s=2.0)
+    assert spin_until(executor, lambda: stop in skills(probe, codec)[n:], timeout_s=2.0)
+    first = skills(probe, codec).index(stop, n)
+    spin_for(executor, 1.5)  # a decisive stop, then a 1 Hz keep-alive: not a 20 Hz flood
+    assert 2 <= skills(probe, codec)[first:].count(stop) <= 3
     probe.received["/diagnostics"].clear()
     assert spin_until(executor, lambda: "policy: state" in probe.diagnostics("policy: "), timeout_s=3.0)
     diag = probe.diagnostics("policy: ")
@@ -100,6 +103,42 @@ def test_stale_inputs_give_the_safe_action_and_an_error_then_acting_resumes(poli
         spin_for(executor, 0.05)
     assert spin_until(executor, lambda: drive in skills(probe, codec)[n:])  # resumed
     assert_within_contract(probe, codec)
+
+
+@pytest.mark.parametrize("unusable", ["overflows_float32", "model_refuses"])
+def test_unusable_embeddings_do_not_keep_the_watchdog_quiet(policy: PolicyRig, unusable: str) -> None:
+    """Review defect: embeddings finite as float64 but not as float32 were counted fresh before the model
+    refused them, so 40 of them over 2 s sent no safe action. Only an embedding the model used is fresh."""
+    node, probe, executor, codec = policy
+    drive, stop = codec.contract.skill_id("drive"), codec.contract.safe_skill_id
+    send_state(probe, time.time())
+    assert spin_until(executor, lambda: skills(probe, codec)[-1:] == [drive])
+    value = 1e300
+    if unusable == "model_refuses":
+        value = 0.5
+
+        def refuse(embedding: np.ndarray) -> tuple:
+            raise ValueError("embedding: refused by the model")
+
+        node.runtime.act = refuse
+    n = len(probe.received["/agent/action"])
+    start = time.monotonic()
+    for _ in range(40):  # 20 Hz for 2 s
+        send_state(probe, time.time(), value)
+        spin_for(executor, 0.05)
+    assert time.monotonic() - start >= 2.0
+    assert stop in skills(probe, codec)[n:] and drive not in skills(probe, codec)[n:]
+    reason = "nonfinite" if unusable == "overflows_float32" else "model_input"
+    assert node.state_in.rejected[reason] >= 30  # every one counted (depth 1 may drop a few in transit)
+    assert node.fallback.stopped
+    assert spin_until(
+        executor,
+        lambda: (
+            probe.diagnostics("policy: ").get("policy: state") is not None
+            and probe.diagnostics("policy: ")["policy: state"].level == ERROR
+        ),
+        timeout_s=3.0,
+    )
 
 
 def test_the_policy_proposes_and_never_commands_the_base(policy: PolicyRig) -> None:

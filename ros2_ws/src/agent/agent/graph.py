@@ -252,10 +252,11 @@ NODES: tuple[NodeSpec, ...] = (
         publishes=("/agent/action", "/diagnostics"),
         params=COMMON_PARAMS + (
             _ARTIFACT, _BACKEND, _THREADS,
-            Param("input_timeout_s", 0.5, "no fresh state embedding for this long -> safe action + ERROR",
+            Param("input_timeout_s", 0.5, "no usable state embedding for this long -> safe action + ERROR",
                   "s", 0.01, 60.0),
-            Param("watchdog_rate_hz", 20.0, "rate of the staleness check and of the safe action while stale",
-                  "Hz", 1.0, 1000.0),
+            Param("safe_keepalive_hz", 1.0, "rate of the safe action while inputs stay stale, after the "
+                  "first one (sent on going stale)", "Hz", 0.1, 100.0),
+            Param("watchdog_rate_hz", 20.0, "rate of the staleness check", "Hz", 1.0, 1000.0),
         ),
     ),
     NodeSpec(

@@ -164,7 +164,13 @@ def embedding_to_msg(embedding: np.ndarray, stamp: float, frame_id: str, names: 
 
 def msg_to_embedding(msg: JointState, names: list[str]) -> np.ndarray:
     """JointState -> state embedding (E,) float32, checked against `names` = embedding_names(E)."""
-    return _joint_values(msg, names, "state embedding").astype(np.float32)
+    values = _joint_values(msg, names, "state embedding")
+    with np.errstate(over="ignore"):
+        embedding = values.astype(np.float32)
+    if not np.all(np.isfinite(embedding)):  # finite as float64, not as the model's float32
+        bad = names[int(np.argmin(np.isfinite(embedding)))]
+        raise MessageError("nonfinite", f"state embedding: {bad!r} overflows float32")
+    return embedding
 
 
 class ActionCodec:

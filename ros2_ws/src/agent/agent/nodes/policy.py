@@ -4,11 +4,14 @@ The student's action is a proposal: the opd node decides what is executed and is
 the base (/opd/action and /cmd_vel), whatever `drive` is.
 
 Acting is event-driven: each fresh embedding is acted on and published at once, stamped with its image
-stamp, so the camera-to-command latency does not include a timer phase. A watchdog timer (ROS clock,
-so it follows /clock with use_sim_time) checks freshness: with no usable embedding for
-`input_timeout_s` it publishes the contract's safe action (`stop`) at `watchdog_rate_hz` and reports
-ERROR; acting resumes with the next fresh embedding. Every published action goes through
-`SkillContract.clip`, so it is within the contract bounds whatever the model returns.
+stamp, so the camera-to-command latency does not include a timer phase. An embedding counts as fresh only
+once everything that uses it has accepted it (the stamp checks, the float32 conversion and the model's own
+input checks): a stream of unusable embeddings is a stale input, however regular. A watchdog timer (ROS
+clock, so it follows /clock with use_sim_time) checks freshness (`policies.safe_fallback.SafeFallback`):
+with no usable embedding for `input_timeout_s` it proposes the contract's safe action (`stop`) once, then
+every 1/`safe_keepalive_hz` s, and reports ERROR; acting resumes with the next fresh embedding. Every
+published action goes through `SkillContract.clip`, so it is within the contract bounds whatever the model
+returns.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from agent.lifecycle_node import AgentNode, run_node
 from agent.messages import ActionCodec, MessageError, checked_stamp, embedding_names, msg_to_embedding
 from agent.nodes import RuntimeLoader
 from policies.runtime import StudentRuntime, load_student
+from policies.safe_fallback import SafeFallback
 from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
 
 STATE, ACTION = "/agent/state", "/agent/action"
@@ -37,6 +41,7 @@ class PolicyNode(AgentNode):
     def __init__(self, runtime_loader: RuntimeLoader = load_student, **kwargs: Any) -> None:
         self._load_runtime = runtime_loader
         self.runtime: StudentRuntime | None = None
+        self.fallback: SafeFallback | None = None  # set at configure
         super().__init__(node("policy"), **kwargs)
 
     def configure(self) -> None:
@@ -50,12 +55,11 @@ class PolicyNode(AgentNode):
         self.names = embedding_names(rt.embed_dim)
         self.input_timeout_s = s["input_timeout_s"]
         self.watchdog_period_s = 1.0 / s["watchdog_rate_hz"]
+        self.fallback = SafeFallback(self.input_timeout_s, 1.0 / s["safe_keepalive_hz"])
         self.state_in = StreamStats("state", TOPICS[STATE].rate_hz, self.input_timeout_s)
         self.actions = StreamStats("action")  # model actions; latency here = image stamp -> publish
         self.act_time = LatencyWindow()
         self.clipped = 0  # model outputs that had to be clipped into the contract
-        self.safe_actions = 0  # safe actions sent because inputs were stale
-        self.stale = True  # until the first fresh embedding arrives
         self.acting = False  # model actions may go out (active, not deactivating)
         self.pub_action = self.publisher(ACTION)
 
@@ -92,8 +96,6 @@ class PolicyNode(AgentNode):
                 now,
             )
             return
-        with self.lock:  # fresh from here on: the watchdog stops sending the safe action
-            self.state_in.accept(stamp, now)
         t0 = time.perf_counter()
         try:
             _, skill, params = self.runtime.act(embedding)
@@ -104,35 +106,34 @@ class PolicyNode(AgentNode):
         action = self.contract.clip(skill, params)
         if action.clipped:
             self.warn_throttled("clipped", f"policy output clipped into the contract: {action.reason}")
-        with self.lock:
+        with self.lock:  # fresh only now that the model has used it: the watchdog stops the safe action
+            self.state_in.accept(stamp, now)
             if not self.acting:  # deactivated meanwhile: the safe action stays the last command
                 return
             self.publish(action.skill, action.params, stamp)
             self.actions.accept(stamp, self.now_s())
             self.act_time.add(act_s)
             self.clipped += action.clipped
-            resumed, self.stale = self.stale, False  # under the lock: the watchdog may run beside this
+            resumed = self.fallback.on_action(now)  # under the lock: the watchdog may run beside this
         if resumed:
             self.get_logger().info("fresh state embeddings: acting")
 
     def watchdog(self) -> None:
-        """Safe action while inputs are stale (ROS clock)."""
+        """The safe action while inputs are stale (ROS clock): at once, then at the keep-alive rate."""
         now = self.now_s()
-        # The check, the mode change and the send as one step: every action goes out under the lock, so a
-        # safe action decided before a fresh state was accepted cannot follow that state's action.
+        # The check and the send as one step: every action goes out under the lock, so a safe action decided
+        # before a fresh state was accepted cannot follow that state's action.
         with self.lock:
-            stale = self.state_in.is_stale(now)
-            became_stale = stale and not self.stale
-            self.stale = self.stale or stale
-            if stale:
+            entering = not self.fallback.stopped
+            due = self.fallback.on_tick(now)
+            if due:
                 self.publish_safe(now)
-        if became_stale:
+        if due and entering:
             self.get_logger().warning(f"no fresh state for {self.input_timeout_s} s: sending the safe action")
 
     def publish_safe(self, stamp: float) -> None:
         """The contract's safe action; called under `self.lock`."""
         self.publish(self.contract.safe_skill_id, self.contract.layout.defaults, stamp)
-        self.safe_actions += 1
 
     def publish(self, skill: int, params: np.ndarray, stamp: float) -> None:
         """Action (within the contract) on the action topic."""
@@ -147,7 +148,7 @@ class PolicyNode(AgentNode):
             "act_p50_ms": f"{self.act_time.percentile_ms(50):.2f}",
             "act_p99_ms": f"{self.act_time.percentile_ms(99):.2f}",
             "clipped": str(self.clipped),
-            "safe_actions": str(self.safe_actions),
+            "safe_actions": str(self.fallback.safe_sent),
         })  # fmt: skip
         return [("state", state), ("action", out)]
 
@@ -155,7 +156,8 @@ class PolicyNode(AgentNode):
         runtime = self.runtime  # read once: cleanup may clear it beside the diagnostics timer
         if runtime is None:
             return {}
-        mode = f"safe action ({self.contract.safe_skill}): inputs stale" if self.stale else "acting"
+        stale = self.fallback.stopped
+        mode = f"safe action ({self.contract.safe_skill}): inputs stale" if stale else "acting"
         return {"backend": runtime.backend, "precision": runtime.precision, "mode": mode}
 
 
