@@ -10,6 +10,7 @@ import pytest
 import yaml
 from agent import graph
 from agent.base_command import TwistMapping
+from agent.arming import set_armed
 from agent.bringup import Bringup, launch_arguments
 from agent.messages import ActionCodec, stamp_to_sec
 from rclpy.context import Context
@@ -44,7 +45,7 @@ def test_nodes_topics_types_and_qos_match_the_graph(
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params))
     args = {"artifact_dir": str(contract_artifact), "params_file": str(params_file), "backend": "torch",
-            "drive": "student"}  # fmt: skip
+            "drive": "student", "autostart": "true"}  # fmt: skip
     with Bringup(context=ros_context, node_kwargs=models(fake_loader), sim=sim, **args) as bringup:
         assert [n.get_name() for n in bringup.nodes] == [s.name for s in graph.nodes_for(sim)]
         assert bringup.spin(60.0, until=lambda: all_active(bringup)), [n.fault for n in bringup.nodes]
@@ -102,6 +103,7 @@ def test_camera_and_imu_in_actions_out_through_the_whole_graph(
         node_kwargs=models(fake_loader),
         artifact_dir=str(contract_artifact),
         drive="student",  # the policy's proposals executed as they are (OPD's gate: test_opd_node.py)
+        autostart="true",
     ) as bringup:
         bringup.add_node(probe.node)
         assert bringup.spin(5.0, until=lambda: all_active(bringup))
@@ -136,6 +138,47 @@ def test_camera_and_imu_in_actions_out_through_the_whole_graph(
     probe.node.destroy_node()
 
 
+def test_a_real_robot_starts_disarmed_until_an_operator_arms_it(
+    ros_context: Context, fake_loader: Callable[..., FakeRuntime], contract_artifact: Path
+) -> None:
+    """sim:=none, autostart by default: every node configured, the inputs processed, but the opd node (the
+    only publisher of motion commands) inactive and silent; arming over the lifecycle service starts the
+    commands, disarming sends one safe action and stops them."""
+    probe = Probe(ros_context)
+    probe.record("/agent/action", "/cmd_vel", "/opd/action")
+    with Bringup(context=ros_context, node_kwargs=models(fake_loader), artifact_dir=str(contract_artifact),
+                 drive="student") as bringup:  # fmt: skip
+        bringup.add_node(probe.node)
+        states = lambda: {n.get_name(): n.lifecycle_state for n in bringup.nodes}  # noqa: E731
+        want = {"encoder": "active", "policy": "active", "opd": "inactive"}
+        assert bringup.spin(10.0, until=lambda: states() == want), states()
+        probe.advertise("/camera/image_raw", "/imu/data")
+        assert bringup.spin(5.0, until=lambda: probe.matched("/camera/image_raw", "/imu/data"))
+        feed = SensorFeed(probe, time.time())
+
+        def feed_until(condition: Callable[[], bool], seconds: float) -> bool:
+            for _ in range(int(seconds / 0.05)):
+                feed.step(time.time())
+                if bringup.spin(0.05, until=condition):
+                    return True
+            return False
+
+        assert feed_until(lambda: len(probe.received["/agent/action"]) >= 5, 5.0)  # the stack runs
+        assert probe.received["/cmd_vel"] == [] and probe.received["/opd/action"] == []  # disarmed
+
+        codec = ActionCodec(fake_loader.runtime.contract)
+        assert set_armed("arm", context=ros_context) == "active"
+        drive = codec.contract.skill_id("drive")
+        executed = lambda: [codec.from_msg(m)[0] for m in probe.received["/opd/action"]]  # noqa: E731
+        assert feed_until(lambda: drive in executed(), 5.0)
+        assert probe.received["/cmd_vel"]
+        assert set_armed("disarm", context=ros_context) == "inactive"
+        assert bringup.spin(2.0, until=lambda: executed()[-1:] == [codec.contract.safe_skill_id])
+        n = len(probe.received["/cmd_vel"])
+        assert not feed_until(lambda: len(probe.received["/cmd_vel"]) > n, 1.0)  # silent again
+    probe.node.destroy_node()
+
+
 def test_launch_arguments_are_checked_like_the_launch_file() -> None:
     assert launch_arguments()["sim"] == "none" and launch_arguments()["backend"] == "onnxruntime"
     assert launch_arguments()["drive"] == "opd"
@@ -145,6 +188,12 @@ def test_launch_arguments_are_checked_like_the_launch_file() -> None:
         launch_arguments(backend="tflite")
     with pytest.raises(ValueError, match="unknown launch arguments"):
         launch_arguments(simulator="mujoco")
+    # autostart: on in simulation, off (disarmed) on a real robot unless asked for.
+    assert graph.armed(launch_arguments(sim="mujoco")) and not graph.armed(launch_arguments())
+    assert graph.armed(launch_arguments(autostart="true"))
+    assert not graph.armed(launch_arguments(sim="mujoco", autostart="false"))
+    with pytest.raises(ValueError, match="autostart = 'yes'"):
+        launch_arguments(autostart="yes")
 
 
 def test_an_unknown_executor_is_refused_before_any_node_starts(ros_context: Context) -> None:

@@ -26,7 +26,7 @@ def encoder(
     """An active encoder node with the fake model, a recording probe and their executor; parameters beyond
     the defaults come from indirect parametrization (a dict)."""
     overrides = {"artifact_dir": "fake", "input_timeout_s": 0.3, **getattr(request, "param", {})}
-    params = [Parameter(name, value=value) for name, value in overrides.items()]
+    params = [Parameter(name, value=value) for name, value in {"autostart": True, **overrides}.items()]
     node = EncoderNode(runtime_loader=fake_loader, context=ros_context, parameter_overrides=params)
     probe = Probe(ros_context)
     probe.record("/agent/state", "/diagnostics")

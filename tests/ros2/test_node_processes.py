@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 def start(node: str, artifact: Path, log: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", f"agent.nodes.{node}", "--ros-args", "-p", f"artifact_dir:={artifact}",
-           "-p", "input_timeout_s:=1.0", "-p", "inference_threads:=1",
+           "-p", "input_timeout_s:=1.0", "-p", "inference_threads:=1", "-p", "autostart:=true",
            "-p", "drive:=student"]  # fmt: skip  # the opd node executes the proposals as they are
     return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
 

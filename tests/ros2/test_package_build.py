@@ -22,17 +22,28 @@ def test_package_xml_is_format_3_with_its_dependencies() -> None:
     assert root.get("format") == "3" and root.findtext("name") == "agent"
     exec_deps = {e.text for e in root.iter("exec_depend")}
     messages = {"sensor_msgs", "std_msgs", "geometry_msgs", "diagnostic_msgs", "nav_msgs", "rosgraph_msgs"}
-    assert {"rclpy", "launch", "launch_ros", "message_filters"} | messages <= exec_deps
+    assert {
+        "rclpy",
+        "launch",
+        "launch_ros",
+        "lifecycle_msgs",
+        "python3-numpy",
+        "python3-yaml",
+    } | messages <= exec_deps
+    assert "message_filters" not in exec_deps  # never imported
     assert {"ament_copyright", "ament_flake8", "ament_pep257"} <= {e.text for e in root.iter("test_depend")}
     assert root.find("export/build_type").text == "ament_python"
 
 
 @pytest.mark.skipif(not COLCON.exists(), reason="colcon is not installed in this environment (the dev extra)")
 def test_colcon_build_installs_nodes_launch_config_and_ament_index(tmp_path: Path) -> None:
-    before = sorted(p.name for p in (REPO / "ros2_ws" / "src" / "agent").iterdir())
+    """From a copy of the package alone, as another workspace would hold it: it is self-contained."""
+    source = tmp_path / "src" / "agent"
+    shutil.copytree(REPO / "ros2_ws" / "src" / "agent", source, ignore=shutil.ignore_patterns("__pycache__"))
+    before = sorted(p.name for p in source.iterdir())
     cmd = [
         str(COLCON), "--log-base", str(tmp_path / "log"), "build",
-        "--base-paths", str(REPO / "ros2_ws" / "src"),
+        "--base-paths", str(tmp_path / "src"),
         "--build-base", str(tmp_path / "build"),
         "--install-base", str(tmp_path / "install"),
     ]  # fmt: skip
@@ -43,7 +54,9 @@ def test_colcon_build_installs_nodes_launch_config_and_ament_index(tmp_path: Pat
     assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / "agent").is_file()
     assert (share / "package.xml").is_file()
     launch_file = share / "launch" / "bringup.launch.py"
-    assert launch_file.read_text() == (REPO / "launch" / "bringup.launch.py").read_text()
+    assert (
+        launch_file.read_text() == (REPO / "launch" / "bringup.launch.py").read_text()
+    )  # the top-level link
     assert (share / "config" / graph.PARAMS_FILE).read_text() == graph.params_yaml()
     for spec in graph.NODES:
         exe = prefix / "lib" / "agent" / spec.executable
@@ -54,6 +67,6 @@ def test_colcon_build_installs_nodes_launch_config_and_ament_index(tmp_path: Pat
     scripts = {line.replace(" ", "") for line in entry_points.read_text().splitlines()}
     assert {s.entry_point.replace(" ", "") for s in graph.NODES} <= scripts  # each runs its graph module
     # The source tree is left as it was (no egg-info, build or install folders next to setup.py).
-    assert sorted(p.name for p in (REPO / "ros2_ws" / "src" / "agent").iterdir()) == before
-    assert not any(p.name.endswith(".egg-info") for p in (REPO / "ros2_ws" / "src" / "agent").iterdir())
+    assert sorted(p.name for p in source.iterdir()) == before
+    assert not any(p.name.endswith(".egg-info") for p in source.iterdir())
     shutil.rmtree(tmp_path / "build", ignore_errors=True)

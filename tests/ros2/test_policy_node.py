@@ -27,7 +27,12 @@ PolicyRig = tuple[PolicyNode, Probe, MultiThreadedExecutor, ActionCodec]
 
 
 def start_policy(ctx: Context, loader: Callable[..., FakeRuntime], *extra: Parameter) -> Rig:
-    params = [Parameter("artifact_dir", value="fake"), Parameter("input_timeout_s", value=0.3), *extra]
+    params = [
+        Parameter("artifact_dir", value="fake"),
+        Parameter("input_timeout_s", value=0.3),
+        Parameter("autostart", value=True),
+        *extra,
+    ]
     node = PolicyNode(runtime_loader=loader, context=ctx, parameter_overrides=params)
     probe = Probe(ctx)
     probe.record("/agent/action", "/cmd_vel", "/diagnostics")

@@ -27,6 +27,7 @@ def bridge(ros_context: Context, request: pytest.FixtureRequest) -> Iterator[Rig
     """An active sim bridge following /opd/action; the probe plays the opd node, executing the student's
     action (drive student: each command answers a camera image), or another `drive` given indirectly."""
     params = [
+        Parameter("autostart", value=True),
         Parameter("drive", value=getattr(request, "param", "student")),
         Parameter("command_deadline_s", value=0.2),  # generous: the test answers from Python on a busy CPU
         Parameter("command_timeout_s", value=0.4),

@@ -25,7 +25,11 @@ Rig = tuple[TeacherNode, Probe, MultiThreadedExecutor]
 
 
 def start_teacher(ctx: Context, checkpoint: Path) -> Rig:
-    params = [Parameter("checkpoint", value=str(checkpoint)), Parameter("input_timeout_s", value=0.3)]
+    params = [
+        Parameter("checkpoint", value=str(checkpoint)),
+        Parameter("input_timeout_s", value=0.3),
+        Parameter("autostart", value=True),
+    ]
     node = TeacherNode(context=ctx, parameter_overrides=params)
     probe = Probe(ctx)
     probe.record(ACTION, "/diagnostics")

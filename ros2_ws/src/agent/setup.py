@@ -13,8 +13,9 @@ from setuptools import find_packages, setup
 
 PACKAGE = "agent"
 HERE = Path(__file__).resolve().parent
-# The launch files live in the repository's top-level launch/ folder (ros2_ws/src/agent -> three up).
-LAUNCH_DIR = HERE.parents[2] / "launch"
+# The package is self-contained: a copy of ros2_ws/src/agent builds with its launch file. The repository's
+# top-level launch/ links to it.
+LAUNCH_DIR = HERE / "launch"
 
 
 def _graph():

@@ -13,7 +13,11 @@ correct under either executor (their tests spin them multi-threaded). One execut
 the graph: it rebuilds its wait set over every entity of every node (about 30 per lifecycle node: services,
 timers, subscriptions) on each wake-up and takes one message per wake-up. Each executor `spin`s (a
 spin_once(timeout) loop would create a timeout timer per message). The bringup reads the same definition as
-launch/bringup.launch.py (`agent.graph`) and takes the same launch arguments with the same meaning:
+launch/bringup.launch.py (`agent.graph`), takes the same launch arguments with the same meaning, and brings
+the nodes up as the launch file's event handlers do: each node configures on its own thread, then activates,
+except the arm switch (the opd node, which commands the base), which activates only when `autostart` arms
+the robot (`graph.armed`: by default in simulation, not with sim:=none). A disarmed stack is armed over the
+lifecycle service, as an operator would (`agent arm`, `ros2 lifecycle set <ns>/opd activate`):
 
     with Bringup(artifact_dir="artifacts/student", sim="none") as stack:
         stack.spin(duration_s=10.0)
@@ -32,6 +36,7 @@ from typing import Any
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
@@ -50,6 +55,15 @@ def launch_arguments(**values: str) -> dict[str, str]:
         if known[name].choices and value not in known[name].choices:
             raise ValueError(f"launch argument {name} = {value!r}: choose one of {known[name].choices}")
     return args
+
+
+def bring_up(n: Node, spec: graph.NodeSpec, armed: bool) -> None:
+    """Configure, then activate unless `n` is the arm switch and the robot starts disarmed.
+
+    A failed configure leaves the node unconfigured with the reason on /diagnostics (AgentNode).
+    """
+    if n.trigger_configure() == TransitionCallbackReturn.SUCCESS and (armed or not spec.arms):
+        n.trigger_activate()
 
 
 def node_overrides(spec: graph.NodeSpec, args: dict[str, str]) -> list[Parameter]:
@@ -112,8 +126,10 @@ class Bringup:
         self.executor_kind = executor
         self.num_threads = num_threads  # per multi-threaded executor; None = one per CPU
         self.nodes = create_nodes(self.args, context, node_kwargs)
+        self.armed = graph.armed(self.args)
         self.executors: list[Executor] = []
         self._threads: list[threading.Thread] = []
+        self._specs = list(graph.nodes_for(self.args["sim"]))  # of self.nodes, in order; none for extras
         for n in self.nodes:
             self._add_executor(n)
 
@@ -170,7 +186,16 @@ class Bringup:
         self.executors.append(executor)
 
     def _start(self, i: int) -> None:
-        thread = threading.Thread(target=self.executors[i].spin, name=f"executor-{i}", daemon=True)
+        executor = self.executors[i]
+
+        def run() -> None:
+            if i < len(
+                self._specs
+            ):  # a graph node, brought up on its own thread: the models load in parallel
+                bring_up(self.nodes[i], self._specs[i], self.armed)
+            executor.spin()
+
+        thread = threading.Thread(target=run, name=f"executor-{i}", daemon=True)
         thread.start()
         self._threads.append(thread)
 

@@ -159,6 +159,11 @@ class NodeSpec:
     publishes: tuple[str, ...]
     params: tuple[Param, ...]
     sim_only: bool = False  # started only when the launch argument `sim` is not `none`
+    # The arm switch: the node that commands the robot. The launch file and the in-process bringup
+    # configure every node and activate every other one, but this one only when `autostart` says so
+    # (`armed`); until then it is configured and publishes no motion. An operator arms it with
+    # `ros2 lifecycle set <ns>/opd activate` (or `agent arm`), and disarms it with `deactivate`.
+    arms: bool = False
     executable: str = field(default="")  # console script under lib/agent; defaults to `name`
 
     def __post_init__(self) -> None:
@@ -190,13 +195,35 @@ class LaunchArg:
     choices: tuple[str, ...] = ()
 
 
+AUTOSTART = ("auto", "true", "false")
+PRECISIONS = ("", "fp32", "fp16", "int8")
+
 LAUNCH_ARGS: tuple[LaunchArg, ...] = (
     LaunchArg(
         "use_sim_time", "false", "use /clock (published by the sim bridge) as ROS time", ("true", "false")
     ),
-    LaunchArg("params_file", "", f"node parameter file; empty = the package's config/{PARAMS_FILE}"),
+    LaunchArg(
+        "params_file", "", f"node parameter file (ROS YAML); empty = the package's config/{PARAMS_FILE}"
+    ),
+    LaunchArg(
+        "namespace",
+        "",
+        "namespace of every node and of its topics (two robots side by side); "
+        "/clock and /diagnostics stay global",
+    ),
+    LaunchArg(
+        "autostart",
+        "auto",
+        "arm the robot on start: the opd node, which commands the base, is "
+        "activated (true) or left configured and silent until `ros2 lifecycle set <ns>/opd activate` "
+        "(false); auto = true in simulation, false with sim:=none",
+        AUTOSTART,
+    ),
     LaunchArg("artifact_dir", "", "deployment artifact directory written by `agent export --out DIR`"),
     LaunchArg("backend", "onnxruntime", "inference backend of the encoder and policy", BACKENDS),
+    LaunchArg(
+        "precision", "", "encoder precision; empty = the backend's default (fp32, TensorRT fp16)", PRECISIONS
+    ),
     LaunchArg("sim", "none", "simulator for the sim bridge and teacher; none = real robot", SIMS),
     LaunchArg(
         "drive",
@@ -208,7 +235,12 @@ LAUNCH_ARGS: tuple[LaunchArg, ...] = (
 
 # Parameters every agent node declares (agent.lifecycle_node.AgentNode).
 COMMON_PARAMS: tuple[Param, ...] = (
-    Param("autostart", True, "configure and activate on start; false waits for a lifecycle manager"),
+    Param(
+        "autostart",
+        False,
+        "configure and activate itself on start (`ros2 run`); the launch file and "
+        "`agent run` bring the nodes up themselves (launch argument `autostart`)",
+    ),
     Param("diagnostics_period_s", 1.0, "period of the /diagnostics report", "s", 0.1, 60.0),
 )
 _ARTIFACT = Param("artifact_dir", "", "artifact directory from `agent export`", launch_arg="artifact_dir")
@@ -234,7 +266,7 @@ NODES: tuple[NodeSpec, ...] = (
             _ARTIFACT, _BACKEND, _THREADS,
             Param("precision", "", "encoder precision; empty = the backend's default (fp32, TensorRT fp16); "
                   "int8 needs an artifact exported with --int8 (ONNX Runtime)",
-                  choices=("", "fp32", "fp16", "int8")),
+                  choices=PRECISIONS, launch_arg="precision"),
             Param("sync_tolerance_s", 0.01, "max |IMU stamp - image stamp| for the window's last sample",
                   "s", 0.0, 0.5),
             Param("imu_buffer_size", 1000, "IMU samples kept for alignment (>= the model's window)",
@@ -265,6 +297,7 @@ NODES: tuple[NodeSpec, ...] = (
         "action when it is silent -> robot command",
         subscribes=("/agent/state", "/agent/action", "/teacher/action", "/sim/privileged_state"),
         publishes=("/opd/action", "/cmd_vel", "/opd/gate", "/diagnostics"),
+        arms=True,
         params=COMMON_PARAMS + (
             _ARTIFACT, _DRIVE,
             Param("teacher_checkpoint", "", "teacher.pt of the OPD core (teacher.yaml beside it); empty = "
@@ -339,6 +372,13 @@ def nodes_for(sim: str) -> tuple[NodeSpec, ...]:
     if sim not in SIMS:
         raise ValueError(f"sim = {sim!r}: choose one of {SIMS}")
     return tuple(n for n in NODES if sim != "none" or not n.sim_only)
+
+
+def armed(args: dict[str, str]) -> bool:
+    """Whether the arming node is activated on start, from the launch arguments `autostart` and `sim`."""
+    if args["autostart"] not in AUTOSTART:
+        raise ValueError(f"autostart = {args['autostart']!r}: choose one of {AUTOSTART}")
+    return args["autostart"] == "true" or (args["autostart"] == "auto" and args["sim"] != "none")
 
 
 def console_scripts() -> list[str]:

@@ -5,8 +5,10 @@ Lifecycle (rclpy managed node), so a robot can start safely:
 - activate: create subscriptions and timers; deactivate: remove them (the policy and the opd node send
   their safe action first); cleanup: drop the model. A failed configure leaves the node unconfigured with
   the error on /diagnostics instead of killing the process, so a lifecycle manager can retry.
-With `autostart` (default) a node configures and activates itself once it spins; with `autostart:=false`
-a lifecycle manager drives it, e.g. to hold the policy inactive until every model has loaded.
+A node starts unconfigured, as lifecycle nodes do. The launch file's event handlers and the in-process
+bringup drive the transitions (and keep the robot disarmed on start, see `agent.graph.armed`); the
+`autostart` parameter lets a node started alone (`ros2 run agent policy --ros-args -p autostart:=true`)
+configure and activate itself once it spins.
 
 Parameters are declared from the graph with descriptors (description, unit, range, choices) and read at
 configure; changing one while active is refused, because half the node would still use the old value.

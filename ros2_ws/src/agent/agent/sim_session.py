@@ -73,7 +73,7 @@ class SessionConfig:
         """The graph's parameter file with this session's choices applied."""
         params = yaml.safe_load(graph.params_yaml())
         node = {name: params[name]["ros__parameters"] for name in params}
-        node["encoder"].update(inference_threads=self.threads, precision=self.precision)
+        node["encoder"].update(inference_threads=self.threads)
         node["policy"].update(inference_threads=self.threads)
         node["sim_bridge"].update(camera_size=self.camera_size(), proxy=self.proxy,
                                   real_time_factor=float(self.speed), seed=self.seed)  # fmt: skip
@@ -133,7 +133,7 @@ class SimSession:
         params_file.write_text(yaml.safe_dump(self.params, sort_keys=False))
         sim_time = "false" if cfg.speed == 1.0 else "true"
         launch_args = {"artifact_dir": str(cfg.artifact_dir), "backend": cfg.backend, "sim": cfg.sim,
-                       "drive": cfg.drive, "use_sim_time": sim_time}  # fmt: skip
+                       "drive": cfg.drive, "use_sim_time": sim_time, "precision": cfg.precision}  # fmt: skip
         self.recorder = None
         if cfg.record is not None:
             # The resolved configuration beside the data: parameters, and the launch arguments (`drive`).
