@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 from agent import graph
+from agent.base_command import velocity_of
 from agent.host_steal import read_steal_s
 from agent.messages import ActionCodec
 
@@ -72,7 +73,7 @@ def test_run_records_a_bag_that_rosbags_reads_and_leaves_the_robot_stopped(
     assert all(int(v[0]) == contract.safe_skill_id for v in others)
     # The opd node's last word before the graph stopped: the safe action, and a zero Twist.
     assert int(last["/opd/action"].position[0]) == contract.safe_skill_id
-    assert (last["/cmd_vel"].linear.x, last["/cmd_vel"].angular.z) == (0.0, 0.0)
+    assert velocity_of(last["/cmd_vel"]) == (0.0, 0.0)
 
 
 def test_run_with_the_teacher_driving_and_no_checkpoint_fails_with_one_clear_line(tmp_path: Path) -> None:

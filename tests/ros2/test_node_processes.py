@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from agent.base_command import TwistMapping
+from agent.base_command import TwistMapping, velocity_of
 from agent.messages import ActionCodec, stamp_to_sec
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
@@ -83,7 +83,7 @@ def test_node_processes_turn_camera_and_imu_into_bounded_commands(
         # one-to-one pairing is tested in test_opd_node.py, where no message can go out before discovery.
         twists = {mapping.velocity(*codec.from_msg(m)) for m in probe.received["/opd/action"]}
         assert probe.received["/cmd_vel"]
-        assert all((t.linear.x, t.angular.z) in twists for t in probe.received["/cmd_vel"])
+        assert all(velocity_of(t) in twists for t in probe.received["/cmd_vel"])
 
         n = len(probe.received["/agent/action"])
         procs["policy"].send_signal(signal.SIGINT)  # Ctrl-C: the policy's last proposal is the safe action
@@ -97,7 +97,7 @@ def test_node_processes_turn_camera_and_imu_into_bounded_commands(
 
         def stopped() -> bool:
             last, twist = probe.received["/opd/action"][-1], probe.received["/cmd_vel"][-1]
-            return codec.from_msg(last)[0] == stop and (twist.linear.x, twist.angular.z) == (0.0, 0.0)
+            return codec.from_msg(last)[0] == stop and velocity_of(twist) == (0.0, 0.0)
 
         assert spin_until(executor, lambda: len(probe.received["/opd/action"]) > n and stopped())
         procs["encoder"].send_signal(signal.SIGINT)

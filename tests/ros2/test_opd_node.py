@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 from agent import graph
-from agent.base_command import TwistMapping
+from agent.base_command import TwistMapping, velocity_of
 from agent.lifecycle_node import stop_executor
 from agent.messages import (
     ActionCodec,
@@ -92,7 +92,7 @@ def assert_commands_pair_up(probe: Probe, codec: ActionCodec, executor: MultiThr
     both = lambda: len(probe.received[CMD_VEL]) == len(probe.received[ACTION]) > 0  # noqa: E731
     assert spin_until(executor, both), (len(probe.received[ACTION]), len(probe.received[CMD_VEL]))
     for (_, skill, params), twist in zip(executed(probe, codec), probe.received[CMD_VEL], strict=True):
-        assert (twist.linear.x, twist.angular.z) == mapping.velocity(skill, params)
+        assert velocity_of(twist) == mapping.velocity(skill, params)
 
 
 @pytest.mark.parametrize("drive", ["student", "teacher"])
@@ -121,6 +121,31 @@ def test_the_robot_executes_the_drive_sources_action_and_cmd_vel_is_its_twist(
         assert got.header.stamp == want.header.stamp and list(got.position) == list(want.position)
     assert_commands_pair_up(probe, codec, executor)
     assert node.student.accepted == node.teacher.accepted == 4  # the other source is checked, not executed
+
+
+def test_the_base_command_is_twist_stamped_when_issued_in_the_base_frame(start_opd: Start) -> None:
+    node, probe, executor, codec = start_opd()
+    before = time.time()
+    probe.publish(
+        STUDENT, codec.to_msg(*codec.contract.action("drive", speed=0.4, curvature=0.5), before - 0.2)
+    )
+    assert spin_until(executor, lambda: len(probe.received[CMD_VEL]) > 0)
+    cmd = probe.received[CMD_VEL][0]
+    assert cmd.header.frame_id == "base_link"
+    assert before <= stamp_to_sec(cmd.header.stamp) <= time.time()  # issued now, not the image's stamp
+
+
+def test_plain_twist_is_a_parameter(ros_context: Context, contract_artifact: Path) -> None:
+    overrides = [Parameter("artifact_dir", value=str(contract_artifact)), Parameter("drive", value="student"),
+                 Parameter("cmd_vel_stamped", value=False)]  # fmt: skip
+    node = OpdNode(context=ros_context, parameter_overrides=overrides)
+    try:
+        node.trigger_configure()
+        assert node.lifecycle_state == "inactive", node.fault
+        types = {i.topic_type for i in node.get_publishers_info_by_topic(CMD_VEL) if i.node_name == "opd"}
+        assert types == {"geometry_msgs/msg/Twist"}
+    finally:
+        node.destroy_node()
 
 
 def test_malformed_actions_are_rejected_and_never_executed(start_opd: Start) -> None:
@@ -159,7 +184,7 @@ def test_drive_teacher_without_a_teacher_sends_the_safe_action_and_reports_error
     for _, sent_skill, sent_params in executed(probe, codec):
         assert sent_skill == contract.safe_skill_id and np.array_equal(sent_params, contract.layout.defaults)
     assert_commands_pair_up(probe, codec, executor)
-    assert all((t.linear.x, t.angular.z) == (0.0, 0.0) for t in probe.received[CMD_VEL])
+    assert all(velocity_of(t) == (0.0, 0.0) for t in probe.received[CMD_VEL])
 
     probe.received["/diagnostics"].clear()
     assert spin_until(executor, lambda: "opd: executed_action" in probe.diagnostics("opd"), timeout_s=3.0)
@@ -205,7 +230,7 @@ def test_deactivate_leaves_the_robot_on_the_safe_action(start_opd: Start) -> Non
     node.trigger_deactivate()
     assert spin_until(executor, lambda: executed(probe, codec)[-1][1] == codec.contract.safe_skill_id)
     assert_commands_pair_up(probe, codec, executor)
-    assert (probe.received[CMD_VEL][-1].linear.x, probe.received[CMD_VEL][-1].angular.z) == (0.0, 0.0)
+    assert velocity_of(probe.received[CMD_VEL][-1]) == (0.0, 0.0)
 
 
 def opd_config(tmp_path: Path, **gate: object) -> str:

@@ -1,4 +1,7 @@
-"""Hybrid action -> geometry_msgs/Twist, through the robot's own skill-to-velocity mapping.
+"""Hybrid action -> geometry_msgs/TwistStamped (or Twist), through the robot's own skill-to-velocity mapping.
+
+Stamped by default: `diff_drive_controller` takes TwistStamped from Jazzy on (plain Twist is a parameter of
+the opd node, `cmd_vel_stamped`, for older controllers and twist_mux).
 
 Each robot defines that mapping once, in `sim.robots.<robot>.base_controller.BaseController.twist_command`
 (what its base firmware does; every sim backend uses it too), and the contract's `robot` field picks it.
@@ -11,7 +14,8 @@ from __future__ import annotations
 import importlib
 
 import numpy as np
-from geometry_msgs.msg import Twist
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Twist, TwistStamped
 
 from policies.skill_contract import SkillContract
 
@@ -37,3 +41,15 @@ class TwistMapping:
         msg = Twist()
         msg.linear.x, msg.angular.z = self.velocity(skill, params)
         return msg
+
+    def twist_stamped(self, skill: int, params: np.ndarray, stamp: Time, frame_id: str) -> TwistStamped:
+        """The command stamped when it is issued (`stamp`), in the base frame: a controller ages it from there."""
+        msg = TwistStamped(twist=self.twist(skill, params))
+        msg.header.stamp, msg.header.frame_id = stamp, frame_id
+        return msg
+
+
+def velocity_of(msg: Twist | TwistStamped) -> tuple[float, float]:
+    """(linear.x, angular.z) of a base command, stamped or not."""
+    twist = msg.twist if isinstance(msg, TwistStamped) else msg
+    return twist.linear.x, twist.angular.z

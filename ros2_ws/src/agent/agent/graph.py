@@ -90,8 +90,9 @@ TOPICS: dict[str, Topic] = {
         Topic("/opd/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
               "executed hybrid action, the one the robot follows: by `drive` the OPD gate's choice, the "
               "student's or the teacher's; the safe action when that source is silent"),
-        Topic("/cmd_vel", "geometry_msgs/msg/Twist", RELIABLE, 20.0,
-              "base velocity command: the executed action (/opd/action) through the robot's Twist mapping"),
+        Topic("/cmd_vel", "geometry_msgs/msg/TwistStamped", RELIABLE, 20.0,
+              "base velocity command: the executed action (/opd/action) through the robot's Twist mapping, "
+              "stamped when issued (plain Twist with the opd node's cmd_vel_stamped:=false)"),
         Topic("/opd/gate", "diagnostic_msgs/msg/DiagnosticStatus", RELIABLE, 20.0,
               "OPD gate at each decision: source (student/teacher) as level, reason, error, threshold"),
         Topic("/teacher/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
@@ -313,6 +314,9 @@ NODES: tuple[NodeSpec, ...] = (
                   "Hz", 1.0, 1000.0),
             Param("teacher_timeout_s", 1.0, "no teacher action for this long -> diagnostic WARN (the "
                   "teacher is not executed; with drive teacher see input_timeout_s)", "s", 0.01, 60.0),
+            Param("cmd_vel_stamped", True, "publish the base command as geometry_msgs/TwistStamped (Jazzy "
+                  "and later diff_drive_controller); false = plain Twist"),
+            Param("base_frame_id", "base_link", "frame_id of the stamped base command"),
         ),
     ),
     NodeSpec(

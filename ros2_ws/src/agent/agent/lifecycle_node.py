@@ -125,13 +125,14 @@ class AgentNode(LifecycleNode):
         """ROS time in seconds (simulation time with use_sim_time)."""
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def publisher(self, topic: str) -> LifecyclePublisher:
-        """Lifecycle publisher on a graph topic this node publishes, with the graph's type and QoS.
+    def publisher(self, topic: str, msg_type: str | None = None) -> LifecyclePublisher:
+        """Lifecycle publisher on a graph topic this node publishes, with the graph's type (or `msg_type`,
+        where a parameter picks another) and QoS.
 
         Without rclpy's default event handlers (see NO_PUBLISHER_EVENTS).
         """
         t = self._topic(topic, self.spec.publishes)
-        pub = self.create_lifecycle_publisher(msg_class(t.msg_type), t.name, qos_profile(t.qos),
+        pub = self.create_lifecycle_publisher(msg_class(msg_type or t.msg_type), t.name, qos_profile(t.qos),
                                               event_callbacks=NO_PUBLISHER_EVENTS)  # fmt: skip
         self._publishers_made.append(pub)
         return pub

@@ -12,19 +12,24 @@ is executed:
 - student: the student's /agent/action;
 - teacher: the teacher's /teacher/action (sim only: with sim:=none no teacher runs).
 Each executed action goes out on /opd/action, then its Twist on /cmd_vel (`agent.base_command.TwistMapping`,
-the mapping the robot's base controller applies), from the same decision under one lock, so the two streams
-pair up message by message. It keeps the stamp of the input it answers (the camera image's for the student,
+the mapping the robot's base controller applies; TwistStamped stamped when issued, in `base_frame_id`, or plain
+Twist with `cmd_vel_stamped:=false`), from the same decision under one lock, so the two streams pair up
+message by message. It keeps the stamp of the input it answers (the camera image's for the student,
 the privileged state's for the teacher), which is how the sim bridge matches answers and measures latency,
 and it passes `SkillContract.clip`. The policy no longer commands the base: /agent/action is a proposal.
 
-Silent source: with no action from the executed source for `input_timeout_s` (none yet after activation;
-with drive teacher and sim:=none, never) the node sends the contract's safe action (`stop`, stamped when
-sent) on both topics and reports ERROR on /diagnostics, rather than act with another source. The first
-safe action goes out at the next watchdog check (`watchdog_rate_hz`), then one every 1/`safe_keepalive_hz`
-s (1 s) until the source acts again: a decisive stop, not a 20 Hz flood (`policies.safe_fallback`).
-Arbitration with other command sources (twist_mux style) is not done here. The policy's own safe action on
-stale embeddings is a student action like any other and is executed as such. Deactivate sends the safe
-action last.
+What reaches /cmd_vel, by state (this node is the arm switch, `agent.graph.NodeSpec.arms`):
+- disarmed (configured, inactive; how a real robot starts): nothing at all, so teleop or a mux own the base;
+- armed, the source acting: one command per executed action (20 Hz);
+- armed, the source silent: with no action from the executed source for `input_timeout_s` (none yet after
+  activation; with drive teacher and sim:=none, never) the contract's safe action (`stop`, stamped when
+  sent) on both topics at the next watchdog check (`watchdog_rate_hz`), then one every
+  1/`safe_keepalive_hz` s (1 s) until the source acts again, and ERROR on /diagnostics, rather than act with
+  another source: a decisive stop, not a 20 Hz flood (`policies.safe_fallback`);
+- stopping (disarm, Ctrl-C, shutdown): the safe action once, waited for until acknowledged, then nothing.
+Behind a twist_mux, give this topic a timeout under 1/`safe_keepalive_hz` (e.g. 0.5 s) and teleop a higher
+priority: a stopped stack then holds the mux only for an instant per keep-alive. The policy's own safe
+action on stale embeddings is a student action like any other and is executed as such.
 
 Inputs are checked: actions against the contract (layout, skill id, bounds: malformed ones are counted and
 rejected, never executed), state embeddings by stamp. Teacher presence is reported; without a teacher there
@@ -102,7 +107,8 @@ class OpdNode(AgentNode):
         self.clipped = 0  # source actions that had to be clipped into the contract
         self.acting = False  # actions may go out (active, not deactivating)
         self.pub_action = self.publisher(ACTION)
-        self.pub_cmd = self.publisher(CMD_VEL)
+        self.cmd_stamped, self.base_frame_id = s["cmd_vel_stamped"], s["base_frame_id"]
+        self.pub_cmd = self.publisher(CMD_VEL, None if self.cmd_stamped else "geometry_msgs/msg/Twist")
         self.pub_gate = self.publisher(GATE)
 
     def activate(self) -> None:
@@ -249,7 +255,11 @@ class OpdNode(AgentNode):
         msg = self.codec.to_msg(skill, params, 0.0)
         msg.header.stamp = stamp  # the input's own
         self.pub_action.publish(msg)
-        self.pub_cmd.publish(self.mapping.twist(skill, params))
+        if self.cmd_stamped:
+            now = self.get_clock().now().to_msg()
+            self.pub_cmd.publish(self.mapping.twist_stamped(skill, params, now, self.base_frame_id))
+        else:
+            self.pub_cmd.publish(self.mapping.twist(skill, params))
 
     def _silence(self, now: float) -> str:
         """Why the executed source counts as silent, for logs and diagnostics."""
