@@ -43,7 +43,7 @@ class TwistMapping:
         return msg
 
     def twist_stamped(self, skill: int, params: np.ndarray, stamp: Time, frame_id: str) -> TwistStamped:
-        """The command stamped when it is issued (`stamp`), in the base frame: a controller ages it from there."""
+        """The command stamped when issued (`stamp`), in the base frame: a controller ages it from there."""
         msg = TwistStamped(twist=self.twist(skill, params))
         msg.header.stamp, msg.header.frame_id = stamp, frame_id
         return msg

@@ -12,9 +12,9 @@ is executed:
 - student: the student's /agent/action;
 - teacher: the teacher's /teacher/action (sim only: with sim:=none no teacher runs).
 Each executed action goes out on /opd/action, then its Twist on /cmd_vel (`agent.base_command.TwistMapping`,
-the mapping the robot's base controller applies; TwistStamped stamped when issued, in `base_frame_id`, or plain
-Twist with `cmd_vel_stamped:=false`), from the same decision under one lock, so the two streams pair up
-message by message. It keeps the stamp of the input it answers (the camera image's for the student,
+the mapping the robot's base controller applies; TwistStamped stamped when issued, in `base_frame_id`, or
+plain Twist with `cmd_vel_stamped:=false`), from the same decision under one lock, so the two streams pair
+up message by message. It keeps the stamp of the input it answers (the camera image's for the student,
 the privileged state's for the teacher), which is how the sim bridge matches answers and measures latency,
 and it passes `SkillContract.clip`. The policy no longer commands the base: /agent/action is a proposal.
 
