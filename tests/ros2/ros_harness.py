@@ -73,10 +73,12 @@ class Probe:
     Recording subscriptions keep up to 1000 messages (depth 100) so a test sees every message sent.
     """
 
-    def __init__(self, context: object, name: str = "probe") -> None:
+    def __init__(self, context: object, name: str = "probe", namespace: str | None = None) -> None:
+        """With a `namespace`, the probe uses the graph's relative names in it, as a robot's tools do."""
         from rclpy.node import Node
 
-        self.node = Node(name, context=context)
+        self.node = Node(name, namespace=namespace, context=context)
+        self.relative = namespace is not None
         self.received: dict[str, list] = {}
         self._pubs: dict[str, object] = {}
         self._subs: dict[str, object] = {}
@@ -89,7 +91,7 @@ class Probe:
         for topic in topics:
             if topic not in self._pubs:
                 cls, qos = msg_class(TOPICS[topic].msg_type), qos_profile(TOPICS[topic].qos)
-                self._pubs[topic] = self.node.create_publisher(cls, topic, qos)
+                self._pubs[topic] = self.node.create_publisher(cls, self._name(TOPICS[topic]), qos)
 
     def matched(self, *topics: str) -> bool:
         """Every named publisher has found a subscriber (best-effort messages sent before that are lost)."""
@@ -112,8 +114,11 @@ class Probe:
             qos = qos_profile(t.qos.with_depth(100))
             self.received[topic] = []
             self._subs[topic] = self.node.create_subscription(
-                msg_class(t.msg_type), t.name, self.received[topic].append, qos
+                msg_class(t.msg_type), self._name(t), self.received[topic].append, qos
             )
+
+    def _name(self, topic: object) -> str:
+        return topic.ros_name if self.relative else topic.name
 
     def diagnostics(self, prefix: str) -> dict[str, object]:
         """Latest DiagnosticStatus per name starting with `prefix` (e.g. "policy: ")."""

@@ -179,6 +179,47 @@ def test_a_real_robot_starts_disarmed_until_an_operator_arms_it(
     probe.node.destroy_node()
 
 
+def test_two_robots_run_side_by_side_in_their_namespaces(
+    ros_context: Context, fake_loader: Callable[..., FakeRuntime], contract_artifact: Path
+) -> None:
+    """Topic names are relative: with `namespace`, each stack reads its own sensors and commands its own base;
+    /diagnostics stays global."""
+    probes = {ns: Probe(ros_context, name=f"probe_{ns}", namespace=ns) for ns in ("robot1", "robot2")}
+    for probe in probes.values():
+        probe.record("/cmd_vel", "/opd/action", "/diagnostics")
+    args = {"artifact_dir": str(contract_artifact), "drive": "student", "autostart": "true"}
+    with (
+        Bringup(context=ros_context, node_kwargs=models(fake_loader), namespace="robot1", **args) as one,
+        Bringup(context=ros_context, node_kwargs=models(fake_loader), namespace="robot2", **args) as two,
+    ):
+        for probe in probes.values():
+            one.add_node(probe.node)
+        one.spin(0.01)  # starts its executors; `two.spin` starts the other's
+        assert two.spin(10.0, until=lambda: all_active(one) and all_active(two))
+        names = {(n.get_namespace(), n.get_name()) for n in one.nodes + two.nodes}
+        assert names == {(f"/{ns}", s.name) for ns in probes for s in graph.nodes_for("none")}
+        probe = probes["robot1"]
+        probe.advertise("/camera/image_raw", "/imu/data")
+        assert one.spin(5.0, until=lambda: probe.matched("/camera/image_raw", "/imu/data"))
+        feed = SensorFeed(probe, time.time())
+        for _ in range(100):  # robot1's sensors only
+            feed.step(time.time())
+            if one.spin(0.05, until=lambda: len(probe.received["/opd/action"]) >= 5):
+                break
+        assert len(probe.received["/opd/action"]) >= 5 and probe.received["/cmd_vel"]
+        drive = fake_loader.runtime.contract.skill_id("drive")
+        codec = ActionCodec(fake_loader.runtime.contract)
+        assert drive in [codec.from_msg(m)[0] for m in probe.received["/opd/action"]]
+        # robot2 saw no sensor data: it only holds its base on the safe action.
+        other = [codec.from_msg(m)[0] for m in probes["robot2"].received["/opd/action"]]
+        assert drive not in other and set(other) <= {codec.contract.safe_skill_id}
+        # One global /diagnostics, each node named with its namespace.
+        sources = lambda: {s.name.split(":")[0] for m in probe.received["/diagnostics"] for s in m.status}  # noqa: E731
+        assert one.spin(3.0, until=lambda: {"robot1/opd", "robot2/opd"} <= sources()), sources()
+    for probe in probes.values():
+        probe.node.destroy_node()
+
+
 def test_launch_arguments_are_checked_like_the_launch_file() -> None:
     assert launch_arguments()["sim"] == "none" and launch_arguments()["backend"] == "onnxruntime"
     assert launch_arguments()["drive"] == "opd"

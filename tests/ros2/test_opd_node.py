@@ -148,6 +148,25 @@ def test_plain_twist_is_a_parameter(ros_context: Context, contract_artifact: Pat
         node.destroy_node()
 
 
+def test_an_integer_for_a_float_parameter_is_taken_as_a_float(
+    ros_context: Context, contract_artifact: Path, tmp_path: Path
+) -> None:
+    """Review defect: `-p teacher_timeout_s:=2` crashed the node at start-up with a traceback."""
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text("opd:\n  ros__parameters:\n    safe_keepalive_hz: 2\n")
+    cli = ["--ros-args", "-p", "teacher_timeout_s:=2", "-p", f"artifact_dir:={contract_artifact}",
+           "-p", "drive:=student", "--params-file", str(params_file)]  # fmt: skip
+    node = OpdNode(context=ros_context, cli_args=cli)
+    try:
+        assert node.get_parameter("teacher_timeout_s").value == 2.0
+        assert node.get_parameter("safe_keepalive_hz").value == 2.0
+        assert isinstance(node.get_parameter("teacher_timeout_s").value, float)
+        node.trigger_configure()
+        assert node.lifecycle_state == "inactive", node.fault
+    finally:
+        node.destroy_node()
+
+
 def test_malformed_actions_are_rejected_and_never_executed(start_opd: Start) -> None:
     node, probe, executor, codec = start_opd(teacher_timeout_s=0.2)
     t = time.time()

@@ -50,6 +50,6 @@ class TwistMapping:
 
 
 def velocity_of(msg: Twist | TwistStamped) -> tuple[float, float]:
-    """(linear.x, angular.z) of a base command, stamped or not."""
-    twist = msg.twist if isinstance(msg, TwistStamped) else msg
+    """(linear.x, angular.z) of a base command, stamped or not (rclpy or rosbags messages alike)."""
+    twist = getattr(msg, "twist", msg)
     return twist.linear.x, twist.angular.z

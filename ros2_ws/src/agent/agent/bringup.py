@@ -92,6 +92,7 @@ def create_nodes(
             extra = (node_kwargs or {}).get(spec.name, {})
             nodes.append(
                 cls(
+                    namespace=args["namespace"],
                     context=context,
                     cli_args=ros_args,
                     parameter_overrides=node_overrides(spec, args),

@@ -69,6 +69,13 @@ class Topic:
     qos: Qos
     rate_hz: float  # nominal publish rate, Hz; 0 = on change
     description: str
+    global_name: bool = False  # /clock and /diagnostics stay global; the rest live in the nodes' namespace
+
+    @property
+    def ros_name(self) -> str:
+        """The name entities are created with: relative (resolved in the node's namespace, so two robots
+        run side by side) unless global. `name` (absolute) is the topic without a namespace."""
+        return self.name if self.global_name else self.name.lstrip("/")
 
 
 TOPICS: dict[str, Topic] = {
@@ -104,9 +111,10 @@ TOPICS: dict[str, Topic] = {
         # Once per control period: every node with use_sim_time subscribes, so a faster clock costs each of
         # them a callback per tick on the shared executor.
         Topic("/clock", "rosgraph_msgs/msg/Clock", CLOCK, 20.0,
-              "simulation time (use_sim_time), one tick per control period"),
+              "simulation time (use_sim_time), one tick per control period", global_name=True),
         Topic("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", RELIABLE, 1.0,
-              "per-node health: input rates, latency, backend, dropped and rejected messages"),
+              "per-node health: input rates, latency, backend, dropped and rejected messages",
+              global_name=True),
     )
 }  # fmt: skip
 

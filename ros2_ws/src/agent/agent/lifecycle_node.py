@@ -75,6 +75,7 @@ class AgentNode(LifecycleNode):
         self.lifecycle_state = "unconfigured"  # lifecycle state label, kept here for diagnostics
         self.fault = ""  # why the last transition failed
         self._params = {p.name: p for p in spec.params}
+        self._widen_integer_overrides()
         for p in spec.params:
             self.declare_parameter(p.name, p.default, param_descriptor(p))
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -85,7 +86,7 @@ class AgentNode(LifecycleNode):
         # not silence the health report.
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         diag = TOPICS["/diagnostics"]
-        self._diag_pub = self.create_publisher(msg_class(diag.msg_type), diag.name, qos_profile(diag.qos),
+        self._diag_pub = self.create_publisher(msg_class(diag.msg_type), diag.ros_name, qos_profile(diag.qos),
                                                event_callbacks=NO_PUBLISHER_EVENTS)  # fmt: skip
         period = self.get_parameter("diagnostics_period_s").value
         self.create_timer(period, self._publish_diagnostics, self.io_group, clock=steady)
@@ -132,7 +133,8 @@ class AgentNode(LifecycleNode):
         Without rclpy's default event handlers (see NO_PUBLISHER_EVENTS).
         """
         t = self._topic(topic, self.spec.publishes)
-        pub = self.create_lifecycle_publisher(msg_class(msg_type or t.msg_type), t.name, qos_profile(t.qos),
+        cls = msg_class(msg_type or t.msg_type)
+        pub = self.create_lifecycle_publisher(cls, t.ros_name, qos_profile(t.qos),
                                               event_callbacks=NO_PUBLISHER_EVENTS)  # fmt: skip
         self._publishers_made.append(pub)
         return pub
@@ -145,7 +147,7 @@ class AgentNode(LifecycleNode):
         """
         t = self._topic(topic, self.spec.subscribes)
         sub = self.create_subscription(
-            msg_class(t.msg_type), t.name, callback, qos_profile(t.qos),
+            msg_class(t.msg_type), t.ros_name, callback, qos_profile(t.qos),
             callback_group=group, event_callbacks=NO_SUBSCRIPTION_EVENTS,
         )  # fmt: skip
         self._active_entities.append(sub)
@@ -254,6 +256,19 @@ class AgentNode(LifecycleNode):
         if self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()
 
+    def _widen_integer_overrides(self) -> None:
+        """`-p teacher_timeout_s:=2` (or `2` in a parameter file) is an integer to ROS, and declaring a float
+        parameter with it raises. Take it as the float it means, as `Param.check` does.
+
+        rclpy keeps the start-up values (command line, parameter files, `parameter_overrides`) in
+        `_parameter_overrides` until each parameter is declared; there is no public hook before that.
+        """
+        overrides = self._parameter_overrides
+        for p in self._params.values():
+            given = overrides.get(p.name)
+            if p.type is float and given is not None and given.type_ == Parameter.Type.INTEGER:
+                overrides[p.name] = Parameter(p.name, Parameter.Type.DOUBLE, float(given.value))
+
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         for p in params:
             if p.name not in self._params:
@@ -276,7 +291,8 @@ class AgentNode(LifecycleNode):
 
     def _publish_diagnostics(self) -> None:
         now = self.now_s()
-        name = self.get_name()
+        # "policy", or "robot1/policy" in a namespace: /diagnostics is global, so robots side by side differ.
+        name = self.get_fully_qualified_name().lstrip("/")
         with self.lock:
             entries = self.health(now) if self.lifecycle_state == "active" else []
             values = {"state": self.lifecycle_state, **self.summary()}
