@@ -69,7 +69,8 @@ def test_embedding_is_stamped_with_the_image_and_uses_the_imu_window_ending_ther
         assert np.all(np.diff(window[:, 0]) > 0)  # oldest first
         image_offset = call["image"].mean() / 10  # frame i was stamped stamps[i]
         last = stamps[int(round(image_offset))] - t0
-        assert abs(window[-1, 0] - last) <= node.imu_buffer.tolerance_s + 1e-4
+        # The last sample at or before the exposure, never one after it (float32 offsets: 1e-5 s slack).
+        assert -node.imu_buffer.tolerance_s - 1e-4 <= window[-1, 0] - last <= 1e-5
     assert runtime.encoded[-1]["skill"] == 1 and runtime.encoded[-1]["progress"] == 0.25
     assert runtime.encoded[-1]["step"] == 7.0
 
@@ -89,6 +90,26 @@ def test_an_image_ahead_of_its_imu_waits_and_is_encoded_when_the_imu_reaches_its
     assert stamp_to_sec(probe.received["/agent/state"][0].header.stamp) == pytest.approx(t0, abs=1e-6)
     window = runtime.encoded[-1]["imu"]  # accel.x holds each sample's offset from t0
     assert abs(window[-1, 0]) <= node.imu_buffer.tolerance_s + 1e-4  # the window ends at the image stamp
+
+
+def test_a_future_imu_stamp_is_refused_without_losing_the_history_and_gaps_are_counted(encoder: Rig) -> None:
+    """Review defects: one IMU sample stamped > 1 s ahead cleared the buffer (0.5 s without a window), and
+    a window with a gap went to the model silently."""
+    node, probe, executor, runtime = encoder
+    t0 = time.time()
+    feed = SensorFeed(probe, t0)
+    feed.imu_until(t0 - 0.02)
+    probe.publish("/imu/data", sample_to_imu(np.zeros(6), t0 + 2.0))  # a bad clock, 2 s ahead
+    assert spin_until(executor, lambda: node.losses()["imu.future"] == 1)
+    feed.step(t0)  # the good samples go on, and the frame gets its window at once
+    assert spin_until(executor, lambda: len(probe.received["/agent/state"]) == 1)
+    assert node.imu_buffer.resets == 0 and node.windows_with_gap == 0
+    # Drop 4 samples (20 ms) before the next frame: its window has a gap, flagged and still encoded.
+    t1 = t0 + 0.05
+    feed.last_imu += 4
+    feed.step(t1)
+    assert spin_until(executor, lambda: len(probe.received["/agent/state"]) == 2)
+    assert node.windows_with_gap == 1
 
 
 def test_an_image_whose_imu_comes_after_max_latency_is_dropped_as_late(encoder: Rig) -> None:

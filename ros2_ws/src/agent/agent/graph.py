@@ -276,8 +276,11 @@ NODES: tuple[NodeSpec, ...] = (
             Param("precision", "", "encoder precision; empty = the backend's default (fp32, TensorRT fp16); "
                   "int8 needs an artifact exported with --int8 (ONNX Runtime)",
                   choices=PRECISIONS, launch_arg="precision"),
-            Param("sync_tolerance_s", 0.01, "max |IMU stamp - image stamp| for the window's last sample",
-                  "s", 0.0, 0.5),
+            Param("sync_tolerance_s", 0.01, "max time from the window's last IMU sample (the last at or "
+                  "before the image stamp) to the image stamp", "s", 0.0, 0.5),
+            Param("imu_future_tolerance_s", 0.2, "IMU samples stamped further ahead of the node's clock are "
+                  "refused (a bad clock; the good history is kept). Above a control period: under "
+                  "use_sim_time /clock may reach the node after the period's samples", "s", 0.0, 10.0),
             Param("imu_buffer_size", 1000, "IMU samples kept for alignment (>= the model's window)",
                   "", 8, 100000),
             Param("input_timeout_s", 0.5, "no camera or IMU message for this long -> diagnostic ERROR",

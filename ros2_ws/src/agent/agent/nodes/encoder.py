@@ -6,7 +6,8 @@ whichever message completes a pair encodes it in the same callback, with no hand
 executor wake-up. The image callback first takes the IMU samples already delivered (the sim bridge and a
 real IMU send them ahead of the frame), so the usual frame is encoded the moment it arrives. Encoding takes
 the newest image whose IMU has reached its stamp (older waiting images are dropped: latency beats
-completeness), cuts the IMU window ending at that stamp, runs the exported encoder and publishes. Images
+completeness), cuts the IMU window of the last samples at or before that stamp (a window with a gap is
+counted and warned about, a sustained low IMU rate too), runs the exported encoder and publishes. Images
 wait while the IMU lags and are dropped once older than `max_latency_s`. While a frame encodes, IMU
 samples wait in the subscription's history (200 samples, 1 s); each IMU callback takes the rest of a
 burst at once (`agent.ros_io.drain`). Camera and IMU are best effort: messages their publishers sent that
@@ -40,9 +41,11 @@ from agent.sequence_gaps import SequenceGaps
 from policies.imu_buffer import ImuBuffer, ImuMatch, MatchStatus
 from policies.preprocessing import resize_rgb
 from policies.runtime import StudentRuntime, load_student
-from policies.stream_stats import LatencyWindow, Status, StreamStats
+from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
 
 CAMERA, IMU, SKILL, STATE = "/camera/image_raw", "/imu/data", "/agent/active_skill", "/agent/state"
+# An IMU below 90% of its nominal rate is WARN (a half-rate one was not): IMUs keep their rate.
+IMU_SLOW_FRACTION = 0.9
 MAX_WAITING = 8  # images held while the IMU lags (8 x 50 ms covers max_latency_s at 20 Hz); bounds memory
 # Order of the encoder's `gates` output: policies.fusion.MODALITIES (a test keeps them equal).
 GATES = ("image", "imu", "skill", "time")
@@ -69,10 +72,14 @@ class EncoderNode(AgentNode):
                 f"imu_buffer_size ({s['imu_buffer_size']}) < the model's IMU window ({rt.imu_window})"
             )
         self.max_latency_s = s["max_latency_s"]
-        self.imu_buffer = ImuBuffer(rt.imu_window, s["imu_buffer_size"], s["sync_tolerance_s"])
         imu_rate = float(rt.manifest["preprocessing"]["imu"]["rate_hz"])  # the rate the model was trained at
+        self.imu_buffer = ImuBuffer(
+            rt.imu_window, s["imu_buffer_size"], s["sync_tolerance_s"], period_s=1.0 / imu_rate,
+            future_tolerance_s=s["imu_future_tolerance_s"],
+        )  # fmt: skip
         self.camera = StreamStats("camera", TOPICS[CAMERA].rate_hz, s["input_timeout_s"])
-        self.imu = StreamStats("imu", imu_rate, s["input_timeout_s"])
+        self.imu = StreamStats("imu", imu_rate, s["input_timeout_s"], slow_fraction=IMU_SLOW_FRACTION)
+        self.windows_with_gap = 0  # IMU windows encoded although their samples had a gap (see ImuBuffer)
         self.skill = StreamStats("active_skill")  # published on change: no rate, no timeout
         self.output = StreamStats("state")  # latency here = image stamp -> publish
         self.camera_gaps, self.imu_gaps = SequenceGaps(), SequenceGaps()
@@ -149,7 +156,7 @@ class EncoderNode(AgentNode):
             self.reject(self.imu, err, now)
             return
         with self.lock:
-            why = self.imu_buffer.push(stamp, sample)
+            why = self.imu_buffer.push(stamp, sample, now)
             if why is None:
                 self.imu.accept(stamp, now)
         if why is not None:
@@ -198,7 +205,12 @@ class EncoderNode(AgentNode):
             return
         encode_s = time.perf_counter() - t0
         self.pub.publish(embedding_to_msg(embedding, stamp, frame_id, self.names))
+        if match.gap_s:
+            nominal = (self.imu_buffer.window - 1) * self.imu_buffer.period_s
+            self.warn_throttled("imu.gap", f"IMU window with a gap of {match.gap_s * 1e3:.0f} ms: it spans "
+                                f"{match.span_s * 1e3:.0f} ms instead of {nominal * 1e3:.0f} ms")  # fmt: skip
         with self.lock:
+            self.windows_with_gap += bool(match.gap_s)
             self.output.accept(stamp, self.now_s())
             self.encode_time.add(encode_s)
             self.skew.add(abs(match.skew_s))
@@ -229,7 +241,12 @@ class EncoderNode(AgentNode):
         out.values["encode_p99_ms"] = f"{self.encode_time.percentile_ms(99):.2f}"
         out.values["imu_skew_p99_ms"] = f"{self.skew.percentile_ms(99):.2f}"
         out.values.update({f"gate_{g}": f"{v:.3f}" for g, v in zip(GATES, self.gates, strict=True)})
-        return [(s.name, s.status(now)) for s in (self.camera, self.imu, self.skill)] + [("output", out)]
+        out.values["imu_windows_with_gap"] = str(self.windows_with_gap)
+        imu = self.imu.status(now)
+        if imu.level == Level.WARN and "nominal" in imu.message:  # a sustained low rate (the 5 s window)
+            self.warn_throttled("imu.rate", f"IMU rate low: {imu.message}; windows stretch over more time")
+        return [("camera", self.camera.status(now)), ("imu", imu), ("active_skill", self.skill.status(now)),
+                ("output", out)]  # fmt: skip
 
     def summary(self) -> dict[str, str]:
         runtime = self.runtime  # read once: cleanup may clear it beside the diagnostics timer
