@@ -7,13 +7,15 @@ episodic task changes what is optimal (a negative shift pays for ending episodes
 floor keeps rare, sparse terms (a success bonus) from being amplified by their tiny variance, and the
 statistics freeze after `freeze_after_steps` so the critic chases a stationary target.
 
-The circuit breaker watches a sliding window of every term. A value more than `sigmas` standard deviations
-beyond the range the window has seen (plus `floor` per control period the step spans, the terms' nominal
-scale, so that the first success or a step that grazes a wall does not trip it), or any non-finite value,
-trips it: learning pauses for `pause_updates` updates, the offending values and statistics are dumped for
-inspection, and the trainer keeps the offending transitions out of the replay buffer so that they cannot
-poison the critic once learning resumes. Collection continues. Trusted data (demonstrations) can fill the
-window first, so that the breaker is armed with a realistic range from the first online step.
+The circuit breaker (seed 000: "3 sigma of the running window") watches a sliding window of every term. A
+value further than `breaker_sigmas` (k = 3) window standard deviations from the window's mean, or any
+non-finite value, trips it: learning pauses for `pause_updates` updates, and everything needed to reproduce
+the trip is dumped (the offending envs' terms and transition, the window's mean and std, the threshold, the
+last checkpoint), and the trainer keeps the offending transitions out of the replay buffer so that they
+cannot poison the critic once learning resumes. Collection continues. Event terms (success, collision) are
+0 most of the time: their window std would be ~0 and their first event a trip, so each term's std has a
+floor in term units per control period (`breaker_min_std`, e.g. 0.34 for a 0/1 event: 3 x 0.34 > 1). Trusted
+data (demonstrations) can fill the window first, so that the breaker is armed from the first online step.
 """
 
 from __future__ import annotations
@@ -37,10 +39,22 @@ class RewardNormConfig(Config):
 
     min_std: float = Field(1.0, gt=0)  # floor of the per-term std used for scaling, term units
     freeze_after_steps: int = Field(200_000, ge=0)  # env steps after which the statistics stop moving
-    breaker_window: int = Field(20_000, ge=10)  # per-term values kept in the breaker's window, steps
-    breaker_sigmas: float = Field(3.0, gt=0)  # trip distance beyond the window's range, window stds
-    breaker_floor: float = Field(1.0, ge=0)  # extra margin per control period of a step, term units
-    breaker_warmup: int = Field(1_000, ge=1)  # values per term before the breaker arms, steps x envs
+    breaker_window: int = Field(20_000, ge=10)  # rows (steps x envs) in the breaker's running window
+    breaker_sigmas: float = Field(3.0, gt=0)  # k: trip beyond mean +- k window stds (seed 000: 3)
+    # Floor of a term's window std, term units per control period (scaled by the periods of a step); terms
+    # not named have none. The defaults are the marker task's (sim/marker_task.py):
+    # - terms in [0, 1] per period and 0 most of the time (events, clearance): 0.34 lets any possible value
+    #   through (|1 - 0| < 3 x 0.34), so only NaN/Inf and values outside physics trip;
+    # - heading (rad per period) is heavy-tailed: the bearing to a marker swings as the robot passes it.
+    #   0.1 rad lets through what the turn rate (1.5 rad/s x 50 ms) and that swing allow; without it, k = 3
+    #   tripped on 6% of the steps of an ordinary run (agent train teacher --steps 8000, 40 demo episodes).
+    # progress needs none (0 trips in that run).
+    breaker_min_std: dict[str, float] = Field(
+        default_factory=lambda: {"reached": 0.34, "success": 0.34, "collision": 0.34, "skill_switch": 0.34,
+                                 "time": 0.34, "clearance": 0.34, "heading": 0.1}  # fmt: skip
+    )
+    breaker_warmup: int = Field(1_000, ge=1)  # rows in the window before the breaker arms, steps x envs
+    breaker_refresh: int = Field(100, ge=1)  # steps between recomputations of the range (keeps it cheap)
     pause_updates: int = Field(1_000, ge=0)  # learner updates skipped after a trip, updates
 
 
@@ -54,8 +68,13 @@ class RewardNormalizer:
         missing = set(names) - set(weights)
         if missing:
             raise ValueError(f"reward weights missing for terms {sorted(missing)}")
+        unknown = set(cfg.breaker_min_std) - set(names)
+        if unknown:
+            raise ValueError(f"breaker_min_std names unknown reward terms {sorted(unknown)}; terms: {names}")
         self.names, self.cfg, self.dump_dir = names, cfg, dump_dir
-        self.floor = cfg.breaker_floor * periods_per_step  # term units
+        # (T,) std floor per term, term units per step (a step sums `periods_per_step` control periods)
+        self.min_std = np.array([cfg.breaker_min_std.get(n, 0.0) for n in names]) * periods_per_step
+        self.last_checkpoint = ""  # set by the trainer after each checkpoint; named in trip dumps
         self.weights = np.array([weights[n] for n in names], np.float64)
         t = len(names)
         self.count, self.mean, self.m2 = 0, np.zeros(t), np.zeros(t)
@@ -73,13 +92,16 @@ class RewardNormalizer:
         """Per-term multiplier: weight / max(std, min_std). Shape: (T,)."""
         return self.weights / np.maximum(self.std, self.cfg.min_std)
 
-    def observe(self, terms: np.ndarray, step: int) -> np.ndarray:
+    def observe(
+        self, terms: np.ndarray, step: int, transition: dict[str, np.ndarray] | None = None
+    ) -> np.ndarray:
         """Feed one step of N envs' terms (N, T); return the (N,) bool rows that tripped the breaker.
 
+        `transition` (arrays with a leading N axis: observation, action, ...) goes into a trip's dump.
         Statistics and window take the rows that did not trip, so one outlier cannot widen the range.
         """
         terms = np.asarray(terms, np.float64)
-        bad = self._check(terms, step)
+        bad = self._check(terms, step, transition or {})
         finite = terms[~bad]
         if step < self.cfg.freeze_after_steps:
             for row in finite:
@@ -101,40 +123,50 @@ class RewardNormalizer:
             return False
         return True
 
-    def _refresh_bounds(self) -> None:
-        """Recompute the breaker's accepted range from the window; every 100 calls keeps it cheap."""
-        self._since_refresh += 1
-        if len(self.window) < self.cfg.breaker_warmup or (self._bounds and self._since_refresh < 100):
-            return
-        win = np.asarray(self.window)
-        margin = self.cfg.breaker_sigmas * win.std(0) + self.floor
-        self._bounds = (win.min(0) - margin, win.max(0) + margin)
-        self._since_refresh = 0
+    def bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The accepted range (lo, hi), each (T,): window mean -+ k * max(window std, floor); None in warm-up.
 
-    def _check(self, terms: np.ndarray, step: int) -> np.ndarray:
+        Recomputed every `breaker_refresh` calls.
+        """
+        self._since_refresh += 1
+        if len(self.window) < self.cfg.breaker_warmup:
+            return None
+        if self._bounds is None or self._since_refresh >= self.cfg.breaker_refresh:
+            win = np.asarray(self.window)  # (W, T)
+            margin = self.cfg.breaker_sigmas * np.maximum(win.std(0), self.min_std)
+            self._bounds = (win.mean(0) - margin, win.mean(0) + margin)
+            self._since_refresh = 0
+        return self._bounds
+
+    def _check(self, terms: np.ndarray, step: int, transition: dict[str, np.ndarray]) -> np.ndarray:
         """(N,) bool: rows with a non-finite term or one outside the accepted range; trips on any."""
         bad = ~np.isfinite(terms)
-        self._refresh_bounds()
-        if self._bounds is not None:
-            lo, hi = self._bounds
+        bounds = self.bounds()
+        if bounds is not None:
+            lo, hi = bounds
             bad |= np.isfinite(terms) & ((terms < lo) | (terms > hi))
         if not bad.any():
             return bad.any(axis=1)
         self.trips += 1
         self.paused_updates = self.cfg.pause_updates
+        rows = np.nonzero(bad.any(axis=1))[0]
         envs, cols = np.nonzero(bad)
+        win = np.asarray(self.window) if self.window else np.zeros((0, len(self.names)))
         report = {
             "step": step,
             "trips": self.trips,
+            "checkpoint": self.last_checkpoint,  # resume from here to reproduce the trip
+            "sigmas": self.cfg.breaker_sigmas,
             "offending": [{"env": int(e), "term": self.names[c], "value": float(terms[e, c])}
                           for e, c in zip(envs, cols, strict=True)],
-            "window_mean": dict(zip(self.names, np.asarray(self.window).mean(0).tolist(), strict=True))
-            if self.window
-            else {},
-            "running_std": dict(zip(self.names, self.std.tolist(), strict=True)),
-            "accepted_range": {n: [float(lo), float(hi)] for n, lo, hi in zip(self.names, *self._bounds,
-                                                                              strict=True)}
-            if self._bounds is not None
+            "transitions": [{"env": int(e), "terms": dict(zip(self.names, terms[e].tolist(), strict=True)),
+                             **{k: np.asarray(v)[e].tolist() for k, v in transition.items()}} for e in rows],
+            "window_rows": len(win),
+            "window_mean": dict(zip(self.names, win.mean(0).tolist(), strict=True)) if len(win) else {},
+            "window_std": dict(zip(self.names, win.std(0).tolist(), strict=True)) if len(win) else {},
+            "std_floor": dict(zip(self.names, self.min_std.tolist(), strict=True)),
+            "accepted_range": {n: [float(lo), float(hi)] for n, lo, hi in zip(self.names, *bounds, strict=True)}
+            if bounds is not None
             else {},
             "pause_updates": self.cfg.pause_updates,
         }  # fmt: skip

@@ -209,7 +209,8 @@ class TeacherTrainer:
                 feats = self.features(obs)
                 skill, params = self._explore(feats)
                 obs, terms, next_feats, terminated, done, info = self._env_step(skill, params)
-                bad = self.normalizer.observe(terms, self.steps)
+                transition = {"obs": feats, "skill": skill, "params": params, "next_obs": next_feats}
+                bad = self.normalizer.observe(terms, self.steps, transition)
                 if bad.any():
                     writer.add_scalar("breaker/trips", self.normalizer.trips, self.steps)
                 keep = ~bad  # an out-of-range reward stays out of the buffer as well as out of learning
@@ -348,6 +349,7 @@ class TeacherTrainer:
         tmp = path.with_suffix(".tmp")
         torch.save(state, tmp)
         tmp.replace(path)
+        self.normalizer.last_checkpoint = str(path)
         log.info("checkpoint %s", path)
 
     def _resume(self) -> bool:

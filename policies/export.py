@@ -29,6 +29,7 @@ from policies.quantize import load_calibration, quantize_int8, synthetic_calibra
 from policies.skill_contract import SkillContract
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
+from policies.tensorrt_compat import tensorrt_problems
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,10 @@ def export_artifact(
             "predictor": _export_onnx(predictor, tmp / "predictor.onnx", batch_axes=_predictor_axes()),
         }
         models["predictor"]["fields"] = list(privileged_fields)  # prediction's last axis, in order
+        for name, entry in models.items():  # TensorRT refusals show here, on the CPU, not on the robot
+            entry["tensorrt_problems"] = tensorrt_problems(tmp / entry["onnx"])
+            if entry["tensorrt_problems"]:
+                log.warning("%s.onnx would not build with TensorRT 10: %s", name, entry["tensorrt_problems"])
         if int8:
             feeds = (
                 load_calibration(Path(calibration))

@@ -87,7 +87,8 @@ class ImageEncoder(nn.Module):
         )
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        x = image.permute(0, 3, 1, 2).float()  # (B, H, W, 3) -> (B, 3, H, W)
+        # Cast before the permute: TensorRT takes uint8 only at the I/O and in Cast, not in a Transpose.
+        x = image.float().permute(0, 3, 1, 2)  # (B, H, W, 3) uint8 -> (B, 3, H, W) float32
         x = (x - self.mean) * self.inv_std  # == ((x / 255) - mean) / std, one fused op
         x = self.trunk(x)  # (B, C, H/stride, W/stride)
         x = x.flatten(2).transpose(1, 2)  # (B, N, C)

@@ -17,6 +17,7 @@ import numpy as np
 
 from policies.artifact import Artifact
 from policies.runtime.base import BackendUnavailable
+from policies.tensorrt_compat import tensorrt_problems
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,8 @@ class TensorRTRunner:
         parser = trt.OnnxParser(network, self.logger)
         if not parser.parse(onnx_path.read_bytes()):
             errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
-            raise RuntimeError(f"TensorRT could not parse {onnx_path}: {errors}")
+            hints = tensorrt_problems(onnx_path)  # the CPU-side check names the ops and types at fault
+            raise RuntimeError(f"TensorRT could not parse {onnx_path}: {errors}; graph check: {hints}")
         config = builder.create_builder_config()
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, 1 << 30)
         if self.precision == "fp16":
