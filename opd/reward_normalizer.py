@@ -50,8 +50,15 @@ class RewardNormConfig(Config):
     #   tripped on 6% of the steps of an ordinary run (agent train teacher --steps 8000, 40 demo episodes).
     # progress needs none (0 trips in that run).
     breaker_min_std: dict[str, float] = Field(
-        default_factory=lambda: {"reached": 0.34, "success": 0.34, "collision": 0.34, "skill_switch": 0.34,
-                                 "time": 0.34, "clearance": 0.34, "heading": 0.1}  # fmt: skip
+        default_factory=lambda: {
+            "reached": 0.34,
+            "success": 0.34,
+            "collision": 0.34,
+            "skill_switch": 0.34,
+            "time": 0.34,
+            "clearance": 0.34,
+            "heading": 0.1,
+        }  # fmt: skip
     )
     breaker_warmup: int = Field(1_000, ge=1)  # rows in the window before the breaker arms, steps x envs
     breaker_refresh: int = Field(100, ge=1)  # steps between recomputations of the range (keeps it cheap)
@@ -165,7 +172,7 @@ class RewardNormalizer:
             "window_mean": dict(zip(self.names, win.mean(0).tolist(), strict=True)) if len(win) else {},
             "window_std": dict(zip(self.names, win.std(0).tolist(), strict=True)) if len(win) else {},
             "std_floor": dict(zip(self.names, self.min_std.tolist(), strict=True)),
-            "accepted_range": {n: [float(lo), float(hi)] for n, lo, hi in zip(self.names, *bounds, strict=True)}
+            "accepted_range": {n: [float(a), float(b)] for n, a, b in zip(self.names, *bounds, strict=True)}
             if bounds is not None
             else {},
             "pause_updates": self.cfg.pause_updates,

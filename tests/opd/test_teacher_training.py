@@ -98,8 +98,8 @@ def test_nan_state_and_an_out_of_range_reward_are_survived(
 ) -> None:
     # k = 50: the plumbing of one trip is tested here (k = 3 itself: test_reward_normalizer.py); a 100-row
     # window of random exploration has natural 3-sigma rows that would trip as well.
-    cfg = make_tiny(demos={"episodes": 0},
-                    reward={"pause_updates": 1_000_000, "breaker_warmup": 100, "breaker_sigmas": 50.0})  # fmt: skip
+    reward = {"pause_updates": 1_000_000, "breaker_warmup": 100, "breaker_sigmas": 50.0}
+    cfg = make_tiny(demos={"episodes": 0}, reward=reward)
     trainer = TeacherTrainer(cfg, tmp_path)
     explore, terms = trainer._explore, trainer._terms
     updates_at_trip: list[int] = []
