@@ -1,8 +1,9 @@
 """Isaac Sim backend of the default robot: N DiffBot envs cloned on the GPU (PhysX), camera optional.
 
 Needs the `isaacsim` package (Isaac Sim 4.5 or 5.x: `pip install --extra-index-url https://pypi.nvidia.com
-'.[isaacsim]'`) and an NVIDIA GPU. Nothing of Isaac Sim is imported until `connect`, which starts a headless
-SimulationApp; constructing the backend only checks that the package is there.
+'.[isaacsim]'`) and an NVIDIA GPU. Python: Isaac Sim 4.5 wheels are built for Python 3.10 only, 5.x for 3.11
+(the project's); with 4.5 make a 3.10 environment for the sim host. Nothing of Isaac Sim is imported until
+`connect`, which starts a headless SimulationApp; constructing the backend only checks the package is there.
 
 Same robot, task, rates, skills and observation as the MuJoCo backend; the differences are deliberate:
 - the robot is authored with USD physics schemas from sim/robots/diffbot/constants.py (no importer, so it
@@ -13,7 +14,9 @@ Same robot, task, rates, skills and observation as the MuJoCo backend; the diffe
 - the IMU is computed from the base body's velocity each physics step (finite-differenced acceleration
   minus gravity, rotated into the body frame), which is what an accelerometer and a gyro measure;
 - the bumper is the geometric overlap of the chassis disc with an obstacle or a wall each physics step;
-- dynamics randomisation scales masses and motors; wheel friction stays nominal;
+- dynamics randomisation scales masses, motors and friction; friction through PhysX's per-shape material
+  properties of the robot (the tyres' friction; the casters' is 0 and stays 0), as Isaac Lab randomises it;
+- the camera's vertical field of view is the MJCF's (`constants.CAMERA_FOVY_DEG`), from its apertures;
 - GPU physics is not bit-reproducible and the shared clock is not aligned per episode, so seeded runs
   repeat the layouts exactly and the trajectories only closely.
 """
@@ -43,6 +46,25 @@ _CAMERA_PITCH_RAD = math.radians(14.0)  # matches the MJCF camera's downward pit
 _KV = 0.6  # wheel velocity gain, N m s/rad (robot.xml)
 _MAX_TORQUE_NM = 0.15  # wheel torque limit (robot.xml)
 _MASSES_KG = {"chassis": 2.04, "wheel": 0.15}  # robot.xml: chassis + casters, each wheel
+
+
+FOCAL_LENGTH = 1.0  # pinhole focal length; only its ratio to the apertures matters (same units)
+
+
+def pinhole_apertures(
+    fovy_deg: float, width: int, height: int, focal: float = FOCAL_LENGTH
+) -> tuple[float, float]:
+    """(horizontal, vertical) apertures giving a vertical field of view `fovy_deg` with square pixels.
+
+    MuJoCo's `fovy` is vertical; a USD camera's field of view is 2 atan(aperture / (2 focal)).
+    """
+    vertical = 2.0 * focal * math.tan(math.radians(fovy_deg) / 2.0)
+    return vertical * width / height, vertical
+
+
+def scaled_friction(nominal: Any, scale: Any) -> Any:
+    """Static and dynamic friction (E, shapes, 2) of E envs times their scale (E,); numpy or torch."""
+    return nominal * scale[:, None, None]
 
 
 def require_isaacsim() -> None:
@@ -117,6 +139,8 @@ class IsaacSimBackend(SimBackend):
         robot.set_gains(kds=_KV * ones, joint_indices=self._wheel_dofs)
         robot.set_max_efforts(_MAX_TORQUE_NM * ones, joint_indices=self._wheel_dofs)
         self._nominal_masses = robot.get_body_masses().clone()
+        # (N, shapes, 3) static friction, dynamic friction, restitution; PhysX keeps them on the CPU
+        self._nominal_materials = robot._physics_view.get_material_properties().clone()
         self._origins = XFormPrim(envs, name="env_origins").get_world_poses()[0].cpu().numpy()  # (N, 3)
         self._views, self._world = views, world
 
@@ -130,8 +154,6 @@ class IsaacSimBackend(SimBackend):
             self._app = None
 
     def set_dynamics(self, scales: DynamicsScales) -> None:
-        if not np.all(np.asarray(scales.friction) == 1.0):
-            raise ValueError("IsaacSimBackend randomises mass and motor only: keep the friction scale at 1")
         self._scales = scales
 
     def _start_episodes(self, envs: np.ndarray, layouts: list[Layout]) -> None:
@@ -162,6 +184,11 @@ class IsaacSimBackend(SimBackend):
                             joint_indices=self._wheel_dofs)  # fmt: skip
             robot.set_max_efforts(_MAX_TORQUE_NM * tensor(np.repeat(self._scales.motor[envs, None], 2, 1)),
                                   indices=idx, joint_indices=self._wheel_dofs)  # fmt: skip
+            cpu = torch.as_tensor(envs)
+            materials = self._nominal_materials.clone()
+            scale = torch.as_tensor(self._scales.friction[envs], dtype=materials.dtype)
+            materials[cpu, :, :2] = scaled_friction(materials[cpu, :, :2], scale)
+            robot._physics_view.set_material_properties(materials, cpu)
         self._prev_lin[envs] = 0.0
         self._tick[envs] = self._world_tick
         if len(envs) == self.cfg.num_envs:  # nobody else is running: settle everyone physically
@@ -339,6 +366,10 @@ def _make_camera(env: int, cfg: SimConfig) -> Any:
 
     camera = Camera(prim_path=f"{ENVS_ROOT}/env_{env}/diffbot/base/{C.CAMERA}", name=f"camera_{env}",
                     resolution=(cfg.camera.width, cfg.camera.height))  # fmt: skip
+    horizontal, vertical = pinhole_apertures(C.CAMERA_FOVY_DEG, cfg.camera.width, cfg.camera.height)
+    camera.set_focal_length(FOCAL_LENGTH)
+    camera.set_horizontal_aperture(horizontal)
+    camera.set_vertical_aperture(vertical)
     half = _CAMERA_PITCH_RAD / 2
     pitch = np.array([math.cos(half), 0.0, math.sin(half), 0.0])  # wxyz, about +y: nose down
     camera.set_local_pose(translation=np.array([0.14, 0.0, 0.09]), orientation=pitch, camera_axes="world")

@@ -34,3 +34,8 @@ def test_arena_geometry(model: mujoco.MjModel) -> None:
     for colour, rgb in C.MARKER_RGB.items():
         assert model.body_mocapid[model.body(f"marker_{colour}").id] >= 0
         np.testing.assert_allclose(model.geom(f"marker_{colour}").rgba[:3], rgb)
+
+
+def test_camera_field_of_view(model: mujoco.MjModel) -> None:
+    """Isaac Sim sets the same vertical field of view from this constant (sim/isaacsim_backend.py)."""
+    assert model.cam_fovy[model.camera(C.CAMERA).id] == pytest.approx(C.CAMERA_FOVY_DEG)

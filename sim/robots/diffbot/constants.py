@@ -22,6 +22,9 @@ IMU_ACCEL_SENSOR = "imu_accel"
 IMU_GYRO_SENSOR = "imu_gyro"
 BUMPER_SENSOR = "bumper"  # touch sensor around the chassis: any force is a collision
 CAMERA = "front"
+CAMERA_FOVY_DEG = (
+    75.0  # vertical field of view of the forward camera (robot.xml `fovy`; Isaac Sim sets it too)
+)
 CHASSIS_GEOM = "chassis"
 WALL_GEOMS = ("wall_north", "wall_south", "wall_east", "wall_west")
 MARKER_RGB = {  # body and geom `marker_<colour>`, and its colour
