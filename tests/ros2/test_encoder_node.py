@@ -130,7 +130,7 @@ def test_malformed_messages_are_counted_and_rejected_and_the_node_keeps_running(
     t0 = time.time()
     feed = SensorFeed(probe, t0)
     feed.step(t0)
-    spin_for(executor, 0.2)
+    assert spin_until(executor, lambda: len(probe.received["/agent/state"]) == 1)
     bad = Image(height=32, width=32, encoding="mono8", step=32, data=bytes(32 * 32))
     bad.header.stamp.sec = int(t0)
     probe.publish("/camera/image_raw", bad)  # wrong encoding
@@ -142,7 +142,14 @@ def test_malformed_messages_are_counted_and_rejected_and_the_node_keeps_running(
     nan = sample_to_imu(np.array([np.nan, 0, 9.81, 0, 0, 0]), t0 + 0.001)
     probe.publish("/imu/data", nan)
     probe.publish("/agent/active_skill", skill_state_to_msg(7, 0.5, 1.0, t0))  # no skill 7 in the contract
-    spin_for(executor, 0.3)
+
+    def counted() -> bool:
+        with node.lock:
+            camera, skill = sum(node.camera.rejected.values()), node.skill.rejected["skill"]
+            seen = camera, node.imu.rejected["nonfinite"], skill
+        return seen >= (4, 1, 1)
+
+    assert spin_until(executor, counted)
     with node.lock:
         assert node.camera.rejected == {"encoding": 1, "size": 1, "stamp": 2}
         assert node.imu.rejected["nonfinite"] == 1
