@@ -37,20 +37,22 @@ from lifecycle_msgs.msg import Transition
 
 def generate_launch_description() -> LaunchDescription:
     """Launch arguments, then per node of the graph: the node, its configure, its activation."""
-    default_params = PathJoinSubstitution([FindPackageShare(graph.PACKAGE), "config", graph.PARAMS_FILE])
     args = [
         DeclareLaunchArgument(
-            a.name,
-            default_value=default_params if a.name == "params_file" else a.default,
-            description=a.description,
-            choices=list(a.choices) or None,
-        )
+            a.name, default_value=a.default, description=a.description, choices=list(a.choices) or None
+        )  # fmt: skip
         for a in graph.LAUNCH_ARGS
     ]
     entities = []
     for spec in graph.NODES:
         entities += _node_and_transitions(spec)
     return LaunchDescription(args + entities)
+
+
+def _params_file() -> PythonExpression:
+    """The `params_file` launch argument, or the package's own parameter file when it is empty."""
+    default = PathJoinSubstitution([FindPackageShare(graph.PACKAGE), "config", graph.PARAMS_FILE])
+    return PythonExpression(["'", LaunchConfiguration("params_file"), "' or '", default, "'"])
 
 
 def _armed() -> IfCondition:
@@ -75,7 +77,7 @@ def _node_and_transitions(spec: graph.NodeSpec) -> list:
         name=spec.name,
         namespace=LaunchConfiguration("namespace"),
         output="screen",
-        parameters=[LaunchConfiguration("params_file"), overrides],
+        parameters=[_params_file(), overrides],
         condition=condition,
     )
     configure = EmitEvent(
