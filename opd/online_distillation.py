@@ -480,6 +480,12 @@ class OnlineDistillation:
         with self.lock:
             return self.acting, self.acting_predictor
 
+    def snapshot_policy(self) -> tuple[StudentPolicy, StatePredictor]:
+        """Copies of the acting student and predictor taken under the lock: one consistent version, which
+        later updates do not touch (for exporting while learning goes on)."""
+        with self.lock:
+            return copy.deepcopy(self.acting), copy.deepcopy(self.acting_predictor)
+
     # ---- checkpoints -----------------------------------------------------------------------------------
     def save(self) -> dict[str, Any]:
         """Learner state (tensors and plain values only: loadable with weights_only=True)."""

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from policies.artifact import ARTIFACT_FORMAT, MANIFEST, sha256_file
+from policies.artifact import ARTIFACT_FORMAT, MANIFEST, Artifact, sha256_file
 from policies.quantize import load_calibration, quantize_int8, synthetic_calibration
 from policies.skill_contract import SkillContract
 from policies.state_predictor import PredictorConfig, StatePredictor
@@ -120,6 +120,60 @@ def export_artifact(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("exported artifact to %s (weights: %s)", out_dir, sources)
+    return out_dir
+
+
+HEAD_FILES = ("policy.onnx", "predictor.onnx", "student.pt", "predictor.pt")  # what a head version rewrites
+
+
+def export_head_version(
+    base: Artifact, student: StudentPolicy, predictor: StatePredictor, out_dir: str | Path, number: int
+) -> Path:
+    """A new version of `base` whose head and predictor are `student`'s and `predictor`'s (learnt online).
+
+    The encoder files are the base's, byte for byte (the live learner trains the head on the embeddings of
+    that fixed encoder, and a re-export could differ in bytes), so the encoder node keeps its sessions. The
+    manifest gets the new hashes and `version` (number, parent manifest hash); the directory is written next
+    to `out_dir` and renamed into it, so a reader sees a whole version or none. Shapes must match the base
+    (a head of another config is refused by its state dict).
+    """
+    out_dir = Path(out_dir)
+    manifest = json.loads((base.root / MANIFEST).read_text())
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        for name in manifest["files"]:
+            if name not in HEAD_FILES:  # the encoder's files: linked, or copied across file systems
+                try:
+                    (tmp / name).hardlink_to(base.path(name))
+                except OSError:
+                    shutil.copy2(base.path(name), tmp / name)
+        student, predictor = student.eval(), predictor.eval()
+        for name, module, axes in (("policy", student.deployed_head(), None),
+                                   ("predictor", predictor, _predictor_axes())):  # fmt: skip
+            entry = {
+                **manifest["models"][name],
+                **_export_onnx(module, tmp / f"{name}.onnx", batch_axes=axes),
+            }
+            entry["tensorrt_problems"] = tensorrt_problems(tmp / entry["onnx"])
+            manifest["models"][name] = entry
+        torch.save(student.state_dict(), tmp / "student.pt")
+        torch.save(predictor.state_dict(), tmp / "predictor.pt")
+        manifest["version"] = {"number": number, "parent_manifest_sha256": sha256_file(base.root / MANIFEST),
+                               "created_utc": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+        manifest["weights_source"] = {**manifest.get("weights_source", {}), "student": "online (OPD)",
+                                      "predictor": "online (OPD)"}  # fmt: skip
+        files = sorted(p.name for p in tmp.iterdir() if p.is_file())
+        manifest["files"] = {
+            f: {"sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size} for f in files
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+        out_dir.chmod(0o755)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -292,3 +293,52 @@ def test_the_live_learner_thread_updates_beside_acting_and_reports_a_failure(con
         _time.sleep(0.01)
     thread.stop()
     assert isinstance(thread.error, TypeError)
+
+
+def test_the_live_learner_writes_student_versions_that_deploy(contract, student_cfg, tmp_path):
+    """Online updates reach the deployed student: versions with hashes, written atomically, newest kept."""
+    from opd.live import LearnerThread, VersionWriter
+    from opd.online_distillation import learner_from_artifact
+    from policies.artifact import Artifact
+    from policies.export import export_artifact
+    from policies.runtime import load_student
+    from policies.state_predictor import PredictorConfig
+
+    fields = tuple(f"q{i}" for i in range(DQ))
+    base = Artifact.load(export_artifact(tmp_path / "base", student_cfg=student_cfg, contract=contract,
+                                         predictor_cfg=PredictorConfig(in_dim=32, hidden=8),
+                                         privileged_fields=fields))  # fmt: skip
+    torch.manual_seed(0)
+    teacher = TeacherPolicy(DQ + contract.num_skills, contract, TeacherConfig(hidden=[16]))
+    cfg = OPDConfig.from_dict({"distill": {"batch_size": 16, "capacity": 500, "lr": 3e-2},
+                               "align": {"period_s": PERIOD}})  # fmt: skip
+    learner = learner_from_artifact(base, teacher, cfg, num_envs=2)
+    run(learner, 100)
+    announced: list[tuple] = []
+    writer = VersionWriter(base, tmp_path / "versions", 1e-3, lambda p, n: announced.append((p, n)), keep=2)
+    thread = LearnerThread(learner, max_rate_hz=200.0, versions=writer)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60.0
+        while len(announced) < 3 and time.monotonic() < deadline and thread.error is None:
+            time.sleep(0.05)
+    finally:
+        thread.stop()
+    assert thread.error is None and [n for _, n in announced[:3]] == [1, 2, 3]
+    kept = sorted(p.name for p in (tmp_path / "versions").iterdir() if not p.name.startswith("."))
+    assert kept == [f"v{n:06d}" for n in range(len(announced) - 1, len(announced) + 1)]  # the newest 2
+    newest, number = announced[-1]
+    version = Artifact.load(newest)  # hashes verified
+    assert version.sha256("encoder.onnx") == base.sha256("encoder.onnx")
+    learnt = StudentPolicy(student_cfg, contract)
+    learnt.load_state_dict(torch.load(version.path("student.pt"), weights_only=True))
+    deployed = torch.load(base.path("student.pt"), weights_only=True)
+    assert any(
+        not torch.equal(v, deployed[k]) for k, v in learnt.state_dict().items() if k.startswith("head.")
+    )
+    emb = np.random.default_rng(1).normal(size=(3, 32)).astype(np.float32)
+    with torch.no_grad():
+        want = learnt.head.deterministic(learnt.head(torch.from_numpy(emb)))
+    ort = load_student(newest, "onnxruntime")
+    assert [ort.act(e)[1] for e in emb] == want[0].tolist()  # its ONNX head is its learnt weights
+    assert VersionWriter(base, tmp_path / "versions", 60.0, lambda p, n: None).number == number  # resumes

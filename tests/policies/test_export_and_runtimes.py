@@ -292,3 +292,39 @@ def test_default_config_parity(tmp_path):
         e_ref, e_ort = ref.encode(*case)[0], ort.encode(*case)[0]
         np.testing.assert_allclose(e_ort, e_ref, atol=EMBED_ATOL, rtol=0)
         assert ort.act(e_ort)[1] == ref.act(e_ref)[1]
+
+
+def test_a_head_version_keeps_the_encoder_bytes_and_carries_the_new_head(artifact, tmp_path):
+    """What the live learner publishes: the base's encoder files verbatim, the new head and predictor."""
+    import torch
+
+    from policies.export import export_head_version
+    from policies.state_predictor import StatePredictor
+    from policies.student_policy import StudentConfig, StudentPolicy
+
+    base = Artifact.load(artifact)
+    m = base.manifest
+    student = StudentPolicy(StudentConfig.from_dict(m["config"]["student"]), base.contract)
+    student.load_state_dict(torch.load(base.path("student.pt"), weights_only=True))
+    predictor = StatePredictor(PredictorConfig.from_dict(m["config"]["predictor"]))
+    predictor.load_state_dict(torch.load(base.path("predictor.pt"), weights_only=True))
+    with torch.no_grad():  # a learnt head: its weights moved
+        for p in student.head.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    out = export_head_version(base, student, predictor, tmp_path / "v000001", 1)
+    version = Artifact.load(out)  # every hash verified
+    assert version.manifest["version"]["number"] == 1
+    for name in ("encoder.onnx", "encoder.int8.onnx"):
+        assert version.sha256(name) == base.sha256(name)  # byte for byte
+    assert version.sha256("policy.onnx") != base.sha256("policy.onnx")
+    ort = load_student(out, "onnxruntime")
+    emb = np.random.default_rng(5).normal(size=(4, ort.embed_dim)).astype(np.float32)
+    with torch.no_grad():
+        want = student.head.deterministic(student.head(torch.from_numpy(emb)))
+    for i in range(4):
+        _, skill, params = ort.act(emb[i])
+        assert skill == int(want[0][i])
+        np.testing.assert_allclose(params, want[1][i].numpy(), atol=1e-4)
+    (out / "policy.onnx").write_bytes((out / "policy.onnx").read_bytes()[:-10])  # a crash mid-copy, say
+    with pytest.raises(ArtifactError, match="policy.onnx"):
+        Artifact.load(out)

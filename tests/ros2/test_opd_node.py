@@ -6,6 +6,7 @@ The probe subscribes before the node is activated (autostart off), so it hears e
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -338,3 +339,22 @@ def test_drive_opd_without_a_teacher_lets_the_student_act_alone(
     assert {g.message for g in probe.received[GATE]} == {"teacher_unavailable"}
     assert all({kv.key: kv.value for kv in g.values}["source"] == "student" for g in probe.received[GATE])
     assert_commands_pair_up(probe, codec, executor)
+
+
+def test_learning_online_publishes_student_versions(
+    start_opd: Start, tiny_artifact: Path, tmp_path: Path
+) -> None:
+    """With `learn`, the learnt student is written as artifact versions (hashes, atomic) and announced."""
+    from policies.artifact import Artifact
+
+    cfg = opd_config(tmp_path)
+    versions = str(tmp_path / "versions")
+    node, probe, executor, _ = start_opd(tiny_artifact, drive="opd", opd_config=cfg, learn=True,
+                                         version_every_s=0.2, versions_dir=versions)  # fmt: skip
+    probe.record("/agent/student_version")
+    assert spin_until(executor, lambda: probe.received["/agent/student_version"], timeout_s=60.0)
+    note = json.loads(probe.received["/agent/student_version"][-1].data)
+    version = Artifact.load(note["path"])  # every hash verified
+    assert note["number"] >= 1 and version.manifest["version"]["number"] == note["number"]
+    assert Path(note["path"]).parent == tmp_path / "versions"
+    assert version.sha256("encoder.onnx") == Artifact.load(tiny_artifact).sha256("encoder.onnx")

@@ -15,7 +15,9 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from ros_harness import FakeRuntime, Probe, spin_for, spin_until
 from rosgraph_msgs.msg import Clock
+from std_msgs.msg import String
 
+from policies.artifact import ArtifactError
 from policies.skill_contract import SkillContract
 
 ERROR = b"\x02"
@@ -249,3 +251,54 @@ def test_staleness_follows_sim_time(
     stop_executor(executor)
     node.destroy_node()
     probe.node.destroy_node()
+
+
+def test_new_student_versions_are_swapped_in_and_bad_ones_refused(
+    ros_context: Context, contract: SkillContract
+) -> None:
+    """The opd node announces versions learnt online; the policy verifies each and swaps between two
+    actions. A corrupt version, or one that does not fit (embedding width), is refused: the old one acts."""
+    drive, turn = contract.skill_id("drive"), contract.skill_id("turn_in_place")
+    deployed, learnt = FakeRuntime(contract, skill=drive), FakeRuntime(contract, skill=turn)
+    narrow = FakeRuntime(contract, skill=turn)
+    narrow.embed_dim = 8
+
+    def load(path: str, backend: str = "onnxruntime", **options: object) -> FakeRuntime:
+        if path == "corrupt":
+            raise ArtifactError(f"{path}/policy.onnx: SHA-256 does not match the manifest's")
+        return {"fake": deployed, "v3": learnt, "narrow": narrow}[path]
+
+    node, probe, executor = start_policy(ros_context, load)
+    codec = ActionCodec(contract)
+    probe.advertise("/agent/student_version")
+    assert spin_until(executor, lambda: probe.matched("/agent/student_version"))
+
+    def announce(data: str) -> None:
+        before = seen(node.versions)
+        probe.publish("/agent/student_version", String(data=data))
+        assert spin_until(executor, lambda: seen(node.versions) > before, timeout_s=5.0)
+
+    def acts_with() -> int:
+        n = len(probe.received["/agent/action"])
+        send_state(probe, time.time())
+        fresh = lambda: len(skills(probe, codec)) > n and skills(probe, codec)[-1] != contract.safe_skill_id  # noqa: E731
+        assert spin_until(executor, fresh)
+        return skills(probe, codec)[-1]
+
+    assert acts_with() == drive
+    announce('{"number": 1, "path": "corrupt"}')
+    announce('{"number": 2, "path": "narrow"}')
+    announce("not json")
+    assert node.versions.rejected == {"refused": 2, "format": 1} and node.version == 0
+    assert acts_with() == drive  # the deployed student still acts
+    announce('{"number": 3, "path": "v3"}')
+    assert node.version == 3 and acts_with() == turn  # swapped between two actions
+    announce('{"number": 2, "path": "v3"}')
+    assert node.versions.dropped["old"] == 1 and node.version == 3
+    stop_executor(executor)
+    node.destroy_node()
+    probe.node.destroy_node()
+
+
+def seen(stream: object) -> int:
+    return stream.accepted + sum(stream.rejected.values()) + sum(stream.dropped.values())

@@ -102,6 +102,9 @@ TOPICS: dict[str, Topic] = {
               "stamped when issued (plain Twist with the opd node's cmd_vel_stamped:=false)"),
         Topic("/opd/gate", "diagnostic_msgs/msg/DiagnosticStatus", RELIABLE, 20.0,
               "OPD gate at each decision: source (student/teacher) as level, reason, error, threshold"),
+        Topic("/agent/student_version", "std_msgs/msg/String", LATCHED, 0.0,
+              "newest student version learnt online (drive opd, learn): JSON {number, path}, an artifact "
+              "directory with hashes that the policy node verifies and swaps to between two actions"),
         Topic("/teacher/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
               "teacher hybrid action on the sim twin's privileged state, stamped with that state"),
         Topic("/sim/privileged_state", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
@@ -292,7 +295,7 @@ NODES: tuple[NodeSpec, ...] = (
     NodeSpec(
         "policy", "agent.nodes.policy", "PolicyNode",
         "state embedding -> hybrid action within the skill contract -> the student's proposal",
-        subscribes=("/agent/state",),
+        subscribes=("/agent/state", "/agent/student_version"),
         publishes=("/agent/action", "/diagnostics"),
         params=COMMON_PARAMS + (
             _ARTIFACT, _BACKEND, _THREADS,
@@ -308,7 +311,7 @@ NODES: tuple[NodeSpec, ...] = (
         "executed action: OPD's gate between student and teacher (or the `drive` source's), or the safe "
         "action when it is silent -> robot command",
         subscribes=("/agent/state", "/agent/action", "/teacher/action", "/sim/privileged_state"),
-        publishes=("/opd/action", "/cmd_vel", "/opd/gate", "/diagnostics"),
+        publishes=("/opd/action", "/cmd_vel", "/opd/gate", "/agent/student_version", "/diagnostics"),
         arms=True,
         params=COMMON_PARAMS + (
             _ARTIFACT, _DRIVE,
@@ -317,6 +320,10 @@ NODES: tuple[NodeSpec, ...] = (
             Param("opd_config", "", "OPD core config (the `opd:` section of a student training YAML); empty "
                   "= opd/configs/live.yaml (the gate as at the end of training)"),
             Param("learn", False, "train the student's head and the predictor online on a learner thread"),
+            Param("version_every_s", 60.0, "with learn: write the learnt student as a new artifact version "
+                  "this often and announce it on /agent/student_version; 0 = never", "s", 0.0, 86400.0),
+            Param("versions_dir", "", "where student versions are written (the newest 3 kept); empty = "
+                  "~/.cache/agent/versions/<first 12 hex of the artifact's manifest hash>"),
             Param("input_timeout_s", 0.5, "no action from the executed source (the student's, or the "
                   "teacher's with drive teacher) for this long -> safe action + ERROR", "s", 0.01, 60.0),
             Param("safe_keepalive_hz", 1.0, "rate of the safe action while the executed source stays silent, "

@@ -9,6 +9,8 @@ is executed:
   /opd/gate says which, why, and the error and threshold. Without a teacher stream (sim:=none) the
   student acts alone. With `learn`, a learner thread trains the head and the predictor online; acting
   uses a copy of their weights that each update swaps in, so a callback never waits for a gradient step;
+  every `version_every_s` the learnt student is written as a new artifact version (hashes, atomic) and
+  announced on /agent/student_version, so the policy node's proposals follow it too;
 - student: the student's /agent/action;
 - teacher: the teacher's /teacher/action (sim only: with sim:=none no teacher runs).
 Each executed action goes out on /opd/action, then its Twist on /cmd_vel (`agent.base_command.TwistMapping`,
@@ -38,6 +40,8 @@ is nothing to distil from (WARN), unless the teacher is to drive (then the execu
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +49,7 @@ from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rclpy.duration import Duration
 from sensor_msgs.msg import JointState
+from std_msgs.msg import String
 
 from agent.base_command import TwistMapping
 from agent.graph import DRIVE_SOURCES, TOPICS, node
@@ -59,13 +64,14 @@ from agent.messages import (
     privileged_names,
     sec_to_stamp,
 )
-from opd.live import LearnerThread, load_learner
+from opd.live import LearnerThread, VersionWriter, default_versions_dir, load_learner
 from policies.artifact import Artifact
 from policies.safe_fallback import SafeFallback
 from policies.stream_stats import Level, Status, StreamStats
 
 STATE, STUDENT, TEACHER = "/agent/state", "/agent/action", "/teacher/action"
 PRIVILEGED, ACTION, CMD_VEL, GATE = "/sim/privileged_state", "/opd/action", "/cmd_vel", "/opd/gate"
+VERSION = "/agent/student_version"
 SOURCE_NAMES = {STATE: "OPD (student or teacher)", STUDENT: "student", TEACHER: "teacher"}
 ACK_TIMEOUT = Duration(seconds=0.5)  # how long the last safe action may take to be acknowledged on exit
 
@@ -91,7 +97,11 @@ class OpdNode(AgentNode):
             self.embedding_names = embedding_names(self.learner.student.cfg.encoder.embed_dim)
             fields = artifact.model("predictor").get("fields") or []
             self.privileged_names = privileged_names(fields)
-            self.learner_thread = LearnerThread(self.learner) if s["learn"] else None
+            versions = None
+            if s["learn"] and s["version_every_s"] > 0:
+                root = s["versions_dir"] or default_versions_dir(artifact)
+                versions = VersionWriter(artifact, root, s["version_every_s"], self.announce_version)
+            self.learner_thread = LearnerThread(self.learner, versions=versions) if s["learn"] else None
             self.last_step = -1  # step of the last privileged state: a smaller one starts a new episode
         self.codec = ActionCodec(self.contract)
         self.mapping = TwistMapping(self.contract)
@@ -110,6 +120,7 @@ class OpdNode(AgentNode):
         self.cmd_stamped, self.base_frame_id = s["cmd_vel_stamped"], s["base_frame_id"]
         self.pub_cmd = self.publisher(CMD_VEL, None if self.cmd_stamped else "geometry_msgs/msg/Twist")
         self.pub_gate = self.publisher(GATE)
+        self.pub_version = self.publisher(VERSION)
 
     def activate(self) -> None:
         self.acting = True
@@ -163,6 +174,11 @@ class OpdNode(AgentNode):
         self.execute(int(decision.skill[0]), decision.params[0], header_stamp)
         self.pub_gate.publish(gate_status(decision))
         self.last_gate = decision
+
+    def announce_version(self, path: Path, number: int) -> None:
+        """A student version was written (learner thread): announce it, latched, to the policy node."""
+        self.pub_version.publish(String(data=json.dumps({"number": number, "path": str(path)})))
+        self.get_logger().info(f"student version {number}: {path}")
 
     def on_privileged(self, msg: JointState) -> None:
         """The sim twin's true state: the teacher entry of the OPD core (the frozen teacher acts on it)."""

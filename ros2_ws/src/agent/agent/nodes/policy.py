@@ -12,16 +12,24 @@ with no usable embedding for `input_timeout_s` it proposes the contract's safe a
 every 1/`safe_keepalive_hz` s, and reports ERROR; acting resumes with the next fresh embedding. Every
 published action goes through `SkillContract.clip`, so it is within the contract bounds whatever the model
 returns.
+
+Student versions: the opd node, learning online, announces new artifact versions on
+/agent/student_version. Each is loaded on a thread of its own (its hashes verified), checked against the
+acting student (contract, embedding width) and swapped in between two actions; a version that fails any
+check is refused, counted, and the old student keeps acting.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from threading import Thread
 from typing import Any
 
 import numpy as np
 from rclpy.duration import Duration
 from sensor_msgs.msg import JointState
+from std_msgs.msg import String
 
 from agent.graph import TOPICS, node
 from agent.lifecycle_node import AgentNode, run_node
@@ -31,7 +39,7 @@ from policies.runtime import StudentRuntime, load_student
 from policies.safe_fallback import SafeFallback
 from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
 
-STATE, ACTION = "/agent/state", "/agent/action"
+STATE, ACTION, VERSION = "/agent/state", "/agent/action", "/agent/student_version"
 ACK_TIMEOUT = Duration(seconds=0.5)  # how long the last safe action may take to be acknowledged on exit
 
 
@@ -62,10 +70,14 @@ class PolicyNode(AgentNode):
         self.clipped = 0  # model outputs that had to be clipped into the contract
         self.acting = False  # model actions may go out (active, not deactivating)
         self.pub_action = self.publisher(ACTION)
+        self.load_options = {"backend": s["backend"], **threads}
+        self.versions = StreamStats("student_version")  # announced versions: swapped (accepted) or refused
+        self.version = 0  # the student version acting; 0 = the artifact as deployed
 
     def activate(self) -> None:
         self.acting = True
         self.subscribe(STATE, self.on_state, self.work_group)
+        self.subscribe(VERSION, self.on_version, self.io_group)
         self.timer(self.watchdog_period_s, self.watchdog, self.io_group)
 
     def deactivate(self) -> None:
@@ -118,6 +130,42 @@ class PolicyNode(AgentNode):
         if resumed:
             self.get_logger().info("fresh state embeddings: acting")
 
+    def on_version(self, msg: String) -> None:
+        """A new student version: verify and load it on a thread of its own, then swap between two actions."""
+        now = self.now_s()
+        try:
+            note = json.loads(msg.data)
+            number, path = int(note["number"]), str(note["path"])
+        except (ValueError, KeyError, TypeError) as err:
+            self.reject(self.versions, MessageError("format", f"not a version note: {err}"), now)
+            return
+        if number <= self.version:
+            self.drop(self.versions, "old", f"version {number} is not newer than {self.version}", now)
+            return
+        Thread(target=self._swap_to, args=(number, path), name=f"load-v{number}", daemon=True).start()
+
+    def _swap_to(self, number: int, path: str) -> None:
+        """Load (hashes verified), check it fits the acting student, swap; else keep the old one."""
+        now = self.now_s()
+        try:
+            runtime = self._load_runtime(path, **self.load_options)
+            current = self.runtime
+            if current is None:
+                raise ValueError("the node was cleaned up meanwhile")
+            if runtime.contract.model_dump() != current.contract.model_dump():
+                raise ValueError("its skill contract differs from the acting student's")
+            if runtime.embed_dim != current.embed_dim:
+                raise ValueError(f"embedding width {runtime.embed_dim}, the encoder's is {current.embed_dim}")
+        except (ValueError, OSError, RuntimeError) as err:  # ArtifactError is a ValueError
+            self.reject(self.versions, MessageError("refused", f"version {number} ({path}): {err}"), now)
+            return
+        with self.lock:
+            if number <= self.version:  # a newer one swapped in while this one loaded
+                return
+            self.runtime, self.version = runtime, number  # on_state reads it once per action: between two
+            self.versions.accept(now, now)
+        self.get_logger().info(f"acting with student version {number} ({path})")
+
     def watchdog(self) -> None:
         """The safe action while inputs are stale (ROS clock): at once, then at the keep-alive rate."""
         now = self.now_s()
@@ -150,7 +198,7 @@ class PolicyNode(AgentNode):
             "clipped": str(self.clipped),
             "safe_actions": str(self.fallback.safe_sent),
         })  # fmt: skip
-        return [("state", state), ("action", out)]
+        return [("state", state), ("action", out), ("student_version", self.versions.status(now))]
 
     def summary(self) -> dict[str, str]:
         runtime = self.runtime  # read once: cleanup may clear it beside the diagnostics timer
@@ -158,7 +206,8 @@ class PolicyNode(AgentNode):
             return {}
         stale = self.fallback.stopped
         mode = f"safe action ({self.contract.safe_skill}): inputs stale" if stale else "acting"
-        return {"backend": runtime.backend, "precision": runtime.precision, "mode": mode}
+        return {"backend": runtime.backend, "precision": runtime.precision, "mode": mode,
+                "student_version": str(self.version)}  # fmt: skip
 
 
 def main(args: list[str] | None = None) -> None:
