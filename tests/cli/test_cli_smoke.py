@@ -201,3 +201,11 @@ def test_eval_transfer_quick_reports_every_method_and_resumes(tmp_path):
     assert human.returncode == 0, human.stderr
     assert "opd" in human.stdout and "teacher" in human.stdout and "sim-only-to-teacher gap" in human.stdout
     assert (tmp_path / "rep" / "report.md").is_file()
+
+
+def test_arm_without_a_running_stack_fails_with_one_clear_line(monkeypatch):
+    monkeypatch.setenv("ROS_DOMAIN_ID", "201")  # a domain no test graph uses (tests/ros2 take 1..100)
+    monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    out = agent("arm", "--namespace", "nowhere", "--timeout", "1", timeout=60)
+    assert out.returncode == 2
+    assert "agent arm: error: /nowhere/opd/get_state: no such service" in out.stderr

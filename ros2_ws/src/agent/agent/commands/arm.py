@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-import rclpy
-
-from agent.arming import set_armed
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", default="", help="namespace of the stack (launch argument namespace)")
@@ -19,6 +15,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import rclpy  # here, not at the top: `agent <other command>` builds this parser without loading ROS
+
+    from agent.arming import set_armed
+
     with rclpy.init(args=[]):
         state = set_armed(args.command, args.namespace, args.timeout)
     print(f"{args.command}: the arm switch is {state}")
