@@ -128,8 +128,9 @@ def test_a_stop_while_waiting_for_an_answer_steps_nothing_early() -> None:
     def emit(release: Release) -> None:
         releases.append(release)
         if release.new_image and not release.imu_only and release.obs.time_s[0] > 0.5 and not stopper:
-            stopper.append(threading.Timer(0.4 * cfg.command_deadline_s, loop.stop))  # amid the wait
-            stopper[0].start()
+            timer = threading.Timer(0.4 * cfg.command_deadline_s, loop.stop)  # amid the wait
+            timer.start()
+            stopper.append(timer)  # once started: the test thread joins it as soon as it sees it
 
     loop = RealtimeLoop(robot, cfg, emit)
     loop.open()
