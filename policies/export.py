@@ -86,9 +86,7 @@ def export_artifact(
         "predictor": _load_weights(predictor, predictor_weights, "predictor"),
     }
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with _written_atomically(out_dir) as tmp:
         encoder, head = student.deployed_encoder(), student.deployed_head()
         models = {
             "encoder": _export_onnx(encoder, tmp / "encoder.onnx"),
@@ -113,12 +111,6 @@ def export_artifact(
         torch.save(predictor.state_dict(), tmp / "predictor.pt")
         manifest = _manifest(student_cfg, contract, predictor_cfg, models, sources, tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-        out_dir.chmod(0o755)  # mkdtemp creates 0700; an artifact is meant to be shared
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     log.info("exported artifact to %s (weights: %s)", out_dir, sources)
     return out_dir
 
@@ -139,9 +131,7 @@ def export_head_version(
     """
     out_dir = Path(out_dir)
     manifest = json.loads((base.root / MANIFEST).read_text())
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with _written_atomically(out_dir) as tmp:
         for name in manifest["files"]:
             if name not in HEAD_FILES:  # the encoder's files: linked, or copied across file systems
                 try:
@@ -163,17 +153,8 @@ def export_head_version(
                                "created_utc": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
         manifest["weights_source"] = {**manifest.get("weights_source", {}), "student": "online (OPD)",
                                       "predictor": "online (OPD)"}  # fmt: skip
-        files = sorted(p.name for p in tmp.iterdir() if p.is_file())
-        manifest["files"] = {
-            f: {"sha256": sha256_file(tmp / f), "bytes": (tmp / f).stat().st_size} for f in files
-        }
+        manifest["files"] = _file_entries(tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-        out_dir.chmod(0o755)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
 
 
@@ -209,6 +190,28 @@ def _load_weights(module: nn.Module, path: str | Path | None, what: str) -> str:
     state = torch.load(path, map_location="cpu", weights_only=True)
     module.load_state_dict(state)
     return str(path)
+
+
+@contextmanager
+def _written_atomically(out_dir: Path) -> Iterator[Path]:
+    """A temporary directory next to `out_dir`, renamed into it when the block ends without an error: a
+    crash never leaves a half-written artifact behind."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        yield tmp
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+        out_dir.chmod(0o755)  # mkdtemp creates 0700; an artifact is meant to be shared
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _file_entries(root: Path) -> dict[str, dict]:
+    """The manifest's `files`: size and SHA-256 of every file in `root`."""
+    files = sorted(p for p in root.iterdir() if p.is_file())
+    return {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in files}
 
 
 def _predictor_axes() -> tuple[dict[int, str], ...]:
@@ -254,7 +257,6 @@ def _manifest(
     root: Path,
 ) -> dict:
     ec = student_cfg.encoder
-    files = sorted(p.name for p in root.iterdir() if p.is_file())
     return {
         "format": ARTIFACT_FORMAT,
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -306,7 +308,7 @@ def _manifest(
             "predictor": predictor_cfg.model_dump(mode="json"),
         },
         "weights": {"student": "student.pt", "predictor": "predictor.pt"},
-        "files": {f: {"sha256": sha256_file(root / f), "bytes": (root / f).stat().st_size} for f in files},
+        "files": _file_entries(root),
     }
 
 

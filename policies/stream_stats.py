@@ -126,6 +126,11 @@ class StreamStats:
         """Seconds since the last accepted message; None if none yet."""
         return None if self.last_arrival is None else now - self.last_arrival
 
+    @property
+    def handled(self) -> int:
+        """Messages accounted for so far: accepted, rejected or dropped."""
+        return self.accepted + sum(self.rejected.values()) + sum(self.dropped.values())
+
     def is_stale(self, now: float) -> bool:
         """True when the stream has a timeout and nothing usable arrived within it (or ever)."""
         if self.timeout_s is None:

@@ -82,3 +82,12 @@ def test_latency_percentiles_match_numpy(samples: list[float]) -> None:
         w.add(x)
     assert w.percentile_ms(99) == pytest.approx(np.percentile(samples, 99) * 1e3)
     assert LatencyWindow().percentile_ms(50) != LatencyWindow().percentile_ms(50)  # NaN before any sample
+
+
+def test_handled_counts_every_message_once_whatever_became_of_it() -> None:
+    s = StreamStats("state")
+    s.accept(1.0, 1.0)
+    s.reject("stamp", 1.1)
+    s.drop("late", 1.2)
+    s.drop("late", 1.3)
+    assert s.handled == 4

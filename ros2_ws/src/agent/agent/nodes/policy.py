@@ -57,7 +57,8 @@ class PolicyNode(AgentNode):
         threads = {"threads": s["inference_threads"]} if s["inference_threads"] else {}
         if not s["artifact_dir"]:
             raise ValueError("artifact_dir is empty: pass the directory written by `agent export --out DIR`")
-        self.runtime = rt = self._load_runtime(s["artifact_dir"], backend=s["backend"], **threads)
+        self.load_options = {"backend": s["backend"], **threads}  # student versions load the same way
+        self.runtime = rt = self._load_runtime(s["artifact_dir"], **self.load_options)
         self.contract = rt.contract
         self.codec = ActionCodec(rt.contract)
         self.names = embedding_names(rt.embed_dim)
@@ -70,7 +71,6 @@ class PolicyNode(AgentNode):
         self.clipped = 0  # model outputs that had to be clipped into the contract
         self.acting = False  # model actions may go out (active, not deactivating)
         self.pub_action = self.publisher(ACTION)
-        self.load_options = {"backend": s["backend"], **threads}
         self.versions = StreamStats("student_version")  # announced versions: swapped (accepted) or refused
         self.version = 0  # the student version acting; 0 = the artifact as deployed
 
