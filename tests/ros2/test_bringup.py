@@ -173,7 +173,12 @@ def test_a_real_robot_starts_disarmed_until_an_operator_arms_it(
         assert feed_until(lambda: drive in executed(), 5.0)
         assert probe.received["/cmd_vel"]
         assert set_armed("disarm", context=ros_context) == "inactive"
-        assert bringup.spin(2.0, until=lambda: executed()[-1:] == [codec.contract.safe_skill_id])
+        # The stop on both topics: each /opd/action has its /cmd_vel, which may arrive a moment later.
+        def stopped() -> bool:
+            last_stop = executed()[-1:] == [codec.contract.safe_skill_id]
+            return last_stop and len(probe.received["/cmd_vel"]) == len(probe.received["/opd/action"])
+
+        assert bringup.spin(2.0, until=stopped)
         n = len(probe.received["/cmd_vel"])
         assert not feed_until(lambda: len(probe.received["/cmd_vel"]) > n, 1.0)  # silent again
     probe.node.destroy_node()
