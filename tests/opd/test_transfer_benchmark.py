@@ -148,6 +148,20 @@ def test_a_cached_teacher_evaluation_is_not_redone(tmp_path: Path) -> None:
     assert TransferBenchmark(cfg, tmp_path).teacher()["success_rate"] == 3 / cfg.episodes
 
 
+def test_a_kept_evaluation_is_not_retrained_without_its_artifact_or_checkpoints(tmp_path: Path) -> None:
+    """Only the small files of a finished method are kept between machines: eval.json stands for them."""
+    cfg = TransferConfig.from_yaml(QUICK)
+    bench = TransferBenchmark(cfg, tmp_path)
+    out = tmp_path / "dagger"
+    write_json(out / "eval.json", {**evaluation(2, cfg.episodes), "steps": bench.base.total_steps})
+    write_json(out / "wall_clock.json", {"seconds": 7.0, "runs": 1})
+    (out / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ramp([100, 200])))
+    result = bench.method("dagger")
+    assert result["success_rate"] == 2 / cfg.episodes and result["wall_clock_s"] == 7.0
+    assert result["decisions"] == 200
+    assert not (out / "checkpoints").exists()  # nothing was trained
+
+
 def test_write_report_writes_the_markdown_json_and_plots(tmp_path: Path) -> None:
     methods = {"sim_only": method_result(100), "dagger": method_result(120),
                "novelty": method_result(150), "opd": method_result(140)}  # fmt: skip
