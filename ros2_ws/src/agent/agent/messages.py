@@ -1,7 +1,6 @@
-"""ROS messages <-> the numpy values of the core, with the input checks every node runs first.
-
-Every check failure is a `MessageError` with a short `reason` (the diagnostics counter key) and a message
-that says what was expected and what came. Nodes count it, warn (throttled) and keep running.
+"""ROS messages <-> the numpy values of the core. This module builds messages; decoding them, with the
+input checks every node runs first, is the ROS-free `policies.message_fields` (bag replay runs the same),
+re-exported here. A check failure is a `MessageError`; nodes count it, warn (throttled) and keep running.
 
 Layouts. Only standard messages are used. The state embedding, hybrid actions and the active skill travel
 as sensor_msgs/JointState rather than std_msgs/Float32MultiArray: Float32MultiArray has no header, and
@@ -36,61 +35,29 @@ from builtin_interfaces.msg import Time
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image, Imu, JointState
 
-from policies.runtime.student_runtime import MAX_STEP
+from policies.message_fields import (  # noqa: F401  (the decoding half, re-exported for the nodes)
+    IMAGE_ENCODINGS,
+    SKILL_STATE_NAMES,
+    MessageError,
+    action_names,
+    checked_stamp,
+    embedding_names,
+    image_to_rgb,
+    imu_to_sample,
+    msg_to_action,
+    msg_to_embedding,
+    msg_to_privileged,
+    msg_to_skill_state,
+    privileged_names,
+    stamp_to_sec,
+)
 from policies.skill_contract import SkillContract
-
-IMAGE_ENCODINGS = ("rgb8", "bgr8")
-SKILL_STATE_NAMES = ("skill", "progress", "step")
-
-
-class MessageError(ValueError):
-    """A malformed message. `reason` is a short key for counters: encoding, size, nonfinite, stamp, ..."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-def stamp_to_sec(stamp: Time) -> float:
-    """builtin_interfaces/Time -> float seconds."""
-    return stamp.sec + stamp.nanosec * 1e-9
 
 
 def sec_to_stamp(seconds: float) -> Time:
     """Float seconds (>= 0) -> builtin_interfaces/Time, rounded to the nanosecond."""
     ns = round(seconds * 1e9)
     return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
-
-
-def checked_stamp(stamp: Time) -> float:
-    """A header stamp as float seconds; zero (unset) or malformed stamps raise MessageError."""
-    if stamp.nanosec >= 1_000_000_000:
-        raise MessageError("stamp", f"header.stamp.nanosec = {stamp.nanosec} is not < 1e9")
-    if stamp.sec < 0 or (stamp.sec == 0 and stamp.nanosec == 0):
-        raise MessageError(
-            "stamp", f"header.stamp {stamp.sec}.{stamp.nanosec:09d} is zero or negative (unset?)"
-        )
-    return stamp_to_sec(stamp)
-
-
-def image_to_rgb(msg: Image) -> np.ndarray:
-    """sensor_msgs/Image (rgb8 or bgr8, any row padding) -> RGB array. Shape: (H, W, 3) uint8."""
-    if msg.encoding not in IMAGE_ENCODINGS:
-        raise MessageError(
-            "encoding", f"image encoding {msg.encoding!r} not supported; publish one of {IMAGE_ENCODINGS}"
-        )
-    h, w, step = msg.height, msg.width, msg.step
-    if h == 0 or w == 0:
-        raise MessageError("size", f"empty image {w}x{h}")
-    if step < 3 * w:
-        raise MessageError("size", f"image step {step} < 3 * width {w} for {msg.encoding}")
-    if len(msg.data) != step * h:
-        raise MessageError("size", f"image data has {len(msg.data)} bytes, step * height = {step * h}")
-    rows = np.frombuffer(msg.data, dtype=np.uint8).reshape(h, step)  # (H, step) with row padding
-    rgb = rows[:, : 3 * w].reshape(h, w, 3)  # (H, W, 3)
-    if msg.encoding == "bgr8":
-        rgb = rgb[:, :, ::-1]
-    return np.ascontiguousarray(rgb)
 
 
 def rgb_to_image(rgb: np.ndarray, stamp: float, frame_id: str = "camera", encoding: str = "rgb8") -> Image:
@@ -105,18 +72,6 @@ def rgb_to_image(rgb: np.ndarray, stamp: float, frame_id: str = "camera", encodi
     msg.header.stamp, msg.header.frame_id = sec_to_stamp(stamp), frame_id
     msg.data = array.array("B", np.ascontiguousarray(pixels).tobytes())
     return msg
-
-
-def imu_to_sample(msg: Imu) -> np.ndarray:
-    """sensor_msgs/Imu -> (6,) float32: accel xyz m/s^2, gyro xyz rad/s. Orientation is not used."""
-    if msg.linear_acceleration_covariance[0] == -1 or msg.angular_velocity_covariance[0] == -1:
-        # REP 145: covariance[0] = -1 marks a field the sensor does not provide.
-        raise MessageError("missing", "IMU message without linear acceleration or angular velocity")
-    a, g = msg.linear_acceleration, msg.angular_velocity
-    sample = np.array([a.x, a.y, a.z, g.x, g.y, g.z], dtype=np.float64)
-    if not np.all(np.isfinite(sample)):
-        raise MessageError("nonfinite", f"IMU sample has NaN/Inf: {sample.tolist()}")
-    return sample.astype(np.float32)
 
 
 def sample_to_imu(sample: np.ndarray, stamp: float, frame_id: str = "imu") -> Imu:
@@ -137,40 +92,9 @@ def _joint_msg(names: list[str], values: np.ndarray, stamp: float, frame_id: str
     return msg
 
 
-def _joint_values(msg: JointState, names: list[str], what: str) -> np.ndarray:
-    """The `position` values of a JointState whose names must equal `names`. Shape: (len(names),)."""
-    if list(msg.name) != names:
-        raise MessageError("layout", f"{what}: names {_short(list(msg.name))} do not match {_short(names)}")
-    values = np.asarray(msg.position, dtype=np.float64)
-    if values.shape != (len(names),):
-        raise MessageError("size", f"{what}: {values.size} positions for {len(names)} names")
-    if not np.all(np.isfinite(values)):
-        raise MessageError("nonfinite", f"{what}: NaN/Inf in {names[int(np.argmin(np.isfinite(values)))]!r}")
-    return values
-
-
-def _short(names: list[str]) -> str:
-    return f"{names[:5]}{'...' if len(names) > 5 else ''} (n={len(names)})"
-
-
-def embedding_names(dim: int) -> list[str]:
-    return [f"e{i}" for i in range(dim)]
-
-
 def embedding_to_msg(embedding: np.ndarray, stamp: float, frame_id: str, names: list[str]) -> JointState:
     """State embedding (E,) -> JointState; `names` = embedding_names(E), cached by the caller."""
     return _joint_msg(names, embedding, stamp, frame_id)
-
-
-def msg_to_embedding(msg: JointState, names: list[str]) -> np.ndarray:
-    """JointState -> state embedding (E,) float32, checked against `names` = embedding_names(E)."""
-    values = _joint_values(msg, names, "state embedding")
-    with np.errstate(over="ignore"):
-        embedding = values.astype(np.float32)
-    if not np.all(np.isfinite(embedding)):  # finite as float64, not as the model's float32
-        bad = names[int(np.argmin(np.isfinite(embedding)))]
-        raise MessageError("nonfinite", f"state embedding: {bad!r} overflows float32")
-    return embedding
 
 
 class ActionCodec:
@@ -178,7 +102,7 @@ class ActionCodec:
 
     def __init__(self, contract: SkillContract) -> None:
         self.contract = contract
-        self.names = ["skill"] + [f"{s.name}.{p.name}" for s in contract.skills for p in s.params]
+        self.names = action_names(contract)
 
     def to_msg(self, skill: int, params: np.ndarray, stamp: float, frame_id: str = "") -> JointState:
         """Encode an action that is already within the contract (see SkillContract.clip)."""
@@ -186,46 +110,13 @@ class ActionCodec:
         return _joint_msg(self.names, values, stamp, frame_id)
 
     def from_msg(self, msg: JointState, bounded: bool = True) -> tuple[int, np.ndarray]:
-        """Decode and check an action: names, integral skill id in range, params within their bounds.
-
-        A robot passes `bounded=False`: it clips parameters into the contract itself (SkillContract.clip).
-        """
-        values = _joint_values(msg, self.names, "action")
-        skill_value, params = values[0], values[1:]  # (P,)
-        if skill_value != math.floor(skill_value) or not 0 <= skill_value < self.contract.num_skills:
-            raise MessageError("skill", f"action skill id {skill_value} is not an integer in "
-                               f"[0, {self.contract.num_skills - 1}] ({self.contract.names})")  # fmt: skip
-        if not bounded:
-            return int(skill_value), params
-        layout = self.contract.layout
-        bad = np.flatnonzero((params < layout.low) | (params > layout.high))
-        if bad.size:
-            i = int(bad[0])
-            raise MessageError("bounds", f"action {self.names[i + 1]} = {params[i]} outside "
-                               f"[{layout.low[i]}, {layout.high[i]}]")  # fmt: skip
-        return int(skill_value), params
+        """Decode and check an action (`policies.message_fields.msg_to_action`)."""
+        return msg_to_action(msg, self.contract, bounded)
 
 
 def skill_state_to_msg(skill: int, progress: float, step: float, stamp: float) -> JointState:
     """Active skill, task progress [0, 1] and step index -> JointState (SKILL_STATE_NAMES)."""
     return _joint_msg(list(SKILL_STATE_NAMES), np.array([skill, progress, step], dtype=np.float64), stamp, "")
-
-
-def msg_to_skill_state(msg: JointState, num_skills: int) -> tuple[int, float, float]:
-    """JointState -> (skill id, progress, step), each checked against its range."""
-    skill, progress, step = _joint_values(msg, list(SKILL_STATE_NAMES), "active skill")
-    if skill != math.floor(skill) or not 0 <= skill < num_skills:
-        raise MessageError("skill", f"active skill id {skill} is not an integer in [0, {num_skills - 1}]")
-    if not 0.0 <= progress <= 1.0:
-        raise MessageError("range", f"task progress {progress} outside [0, 1]")
-    if not 0.0 <= step <= MAX_STEP:
-        raise MessageError("range", f"step {step} outside [0, {MAX_STEP:g}]")
-    return int(skill), float(progress), float(step)
-
-
-def privileged_names(fields: tuple[str, ...] | list[str]) -> list[str]:
-    """Layout of the privileged state message: active skill, step, then the robot's privileged fields."""
-    return ["skill", "step", *fields]
 
 
 def privileged_to_msg(
@@ -235,17 +126,6 @@ def privileged_to_msg(
     head = [float(skill), float(step)]
     values = np.concatenate([head, np.asarray(privileged, dtype=np.float64)])  # (2 + Dq,)
     return _joint_msg(names, values, stamp, "")
-
-
-def msg_to_privileged(msg: JointState, names: list[str], num_skills: int) -> tuple[int, int, np.ndarray]:
-    """JointState -> (active skill id, step, privileged state (Dq,) float32), checked against `names`."""
-    values = _joint_values(msg, names, "privileged state")
-    skill, step = values[0], values[1]
-    if skill != math.floor(skill) or not 0 <= skill < num_skills:
-        raise MessageError("skill", f"active skill id {skill} is not an integer in [0, {num_skills - 1}]")
-    if step != math.floor(step) or not 0 <= step <= MAX_STEP:
-        raise MessageError("range", f"step {step} is not an integer in [0, {MAX_STEP:g}]")
-    return int(skill), int(step), values[2:].astype(np.float32)
 
 
 def odometry_to_msg(x: float, y: float, yaw: float, v: float, w: float, stamp: float) -> Odometry:
