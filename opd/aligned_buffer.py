@@ -185,6 +185,11 @@ class AlignedBuffer:
             heapq.heapify(self._deadlines)
         return True
 
+    @property
+    def newest_teacher(self) -> float:
+        """Stamp of the newest teacher entry held, s; NaN when none (what a decision could see)."""
+        return self._t_stamps[-1] if self._t_stamps else math.nan
+
     def teacher_at(self, stamp: float) -> TeacherEntry | None:
         """The held teacher entry nearest `stamp` within tolerance_s (ties: the earlier), else None."""
         return self._nearest(float(stamp))

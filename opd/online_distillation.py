@@ -203,10 +203,11 @@ class OnlineDistillation:
     @torch.no_grad()
     def observe_teacher(
         self, stamp: np.ndarray, privileged: np.ndarray, active_skill: np.ndarray, now: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> np.ndarray:
         """The frozen teacher acts on the true state of every env and its entry joins the buffer.
 
-        Shapes: stamp (N,) s, privileged (N, Dq), active_skill (N,), now (N,) s -> skill (N,), params (N, P).
+        Shapes: stamp (N,) s, privileged (N, Dq), active_skill (N,), now (N,) s. Returns (N,) bool: the entry
+        was accepted (the buffer counts why not: stale, future, duplicate, non-finite).
         """
         feats = teacher_features(privileged, active_skill, self.contract.num_skills)
         dist = self.teacher(torch.from_numpy(feats))
@@ -225,7 +226,7 @@ class OnlineDistillation:
         # a refused entry (stale, future, duplicate, non-finite) neither acts nor counts as a live teacher
         self._teacher_skill[accepted], self._teacher_params[accepted] = skill[accepted], params[accepted]
         self._teacher_seen_at[accepted] = now[accepted]
-        return skill, params
+        return accepted
 
     @torch.no_grad()
     def observe_student(

@@ -6,9 +6,11 @@ is executed:
   artifact's head and predictor: each /sim/privileged_state joins its buffer as a teacher entry (the
   frozen teacher's action on it), each /agent/state embedding as a student frame; on each embedding the
   gate executes the student's action, or the teacher's when the predictor's error is high, and
-  /opd/gate says which, why, and the error and threshold. Without a teacher stream (sim:=none) the
-  student acts alone. With `learn`, a learner thread trains the head and the predictor online; acting
-  uses a copy of their weights that each update swaps in, so a callback never waits for a gradient step;
+  /opd/gate says which, why, the error and threshold, and what the decision saw (its time and newest
+  teacher stamp: `opd.decision_stream`, so `agent replay` reproduces it). Without a teacher stream
+  (sim:=none) the student acts alone. With `learn`, a learner thread trains the head and the predictor
+  online; acting uses a copy of their weights that each update swaps in, so a callback never waits for a
+  gradient step;
   every `version_every_s` the learnt student is written as a new artifact version (hashes, atomic) and
   announced on /agent/student_version, so the policy node's proposals follow it too;
 - student: the student's /agent/action;
@@ -64,6 +66,7 @@ from agent.messages import (
     privileged_names,
     sec_to_stamp,
 )
+from opd.decision_stream import DecisionStream, StreamDecision, context_values
 from opd.live import LearnerThread, VersionWriter, default_versions_dir, load_learner
 from policies.artifact import Artifact
 from policies.safe_fallback import SafeFallback
@@ -102,7 +105,7 @@ class OpdNode(AgentNode):
                 root = s["versions_dir"] or default_versions_dir(artifact)
                 versions = VersionWriter(artifact, root, s["version_every_s"], self.announce_version)
             self.learner_thread = LearnerThread(self.learner, versions=versions) if s["learn"] else None
-            self.last_step = -1  # step of the last privileged state: a smaller one starts a new episode
+            self.stream = DecisionStream(self.learner)
         self.codec = ActionCodec(self.contract)
         self.mapping = TwistMapping(self.contract)
         self.drive = s["drive"]
@@ -163,16 +166,13 @@ class OpdNode(AgentNode):
 
     def decide(self, embedding: np.ndarray, stamp: float, now: float, header_stamp: Time) -> None:
         """OPD on one student frame (E,): join the buffer, let the gate choose, execute and report it."""
-        learner, t = self.learner, np.array([now])
-        frame = {"embedding": embedding[None]}
-        if not learner.observe_student(np.array([0]), np.array([stamp]), frame, t)[0]:
-            # refused by the buffer (late, duplicate, non-finite): counted there
-            self.warn_throttled("frame", f"student frame refused: {dict(learner.buffers[0].counts)}")
+        decided = self.stream.on_frame(stamp, embedding, now)
+        if decided is None:  # refused by the buffer (late, duplicate, non-finite): counted there
+            self.warn_throttled("frame", f"student frame refused: {self.stream.refusals}")
             return
-        decision = learner.act(t)
-        learner.process_step(t, np.array([False]))
+        decision = decided.decision
         self.execute(int(decision.skill[0]), decision.params[0], header_stamp)
-        self.pub_gate.publish(gate_status(decision))
+        self.pub_gate.publish(gate_status(decided))
         self.last_gate = decision
 
     def announce_version(self, path: Path, number: int) -> None:
@@ -197,11 +197,7 @@ class OpdNode(AgentNode):
             self.privileged.accept(stamp, now)
         if learner is None:  # drive student or teacher: only counted
             return
-        t = np.array([now])
-        if step < self.last_step:  # the sim started a new episode: no frame may pair across it
-            learner.process_step(t, np.array([True]))
-        self.last_step = step
-        learner.observe_teacher(np.array([stamp]), state[None], np.array([skill]), t)
+        self.stream.on_teacher(stamp, skill, step, state, now)  # a refusal is counted in the buffer
 
     def on_student(self, msg: JointState) -> None:
         self._on_action(STUDENT, self.student, msg)
@@ -321,12 +317,14 @@ class OpdNode(AgentNode):
         return {"drive": self.drive, "mode": mode}
 
 
-def gate_status(decision: Any) -> DiagnosticStatus:
-    """A gate decision as /opd/gate: level OK = the student acts, WARN = the teacher; message = the reason."""
-    values = {"source": "teacher" if decision.use_teacher[0] else "student", "reason": decision.reason[0],
-              "error": f"{decision.error[0]:.4f}", "threshold": f"{decision.threshold:.4f}"}  # fmt: skip
+def gate_status(decided: StreamDecision) -> DiagnosticStatus:
+    """A gate decision as /opd/gate: level OK = the student acts, WARN = the teacher; message = the reason;
+    values: source, reason, error, threshold, and the context replay needs (`context_values`)."""
+    decision = decided.decision
+    values = {"source": decided.source, "reason": decided.reason, "error": f"{decision.error[0]:.4f}",
+              "threshold": f"{decision.threshold:.4f}", **context_values(decided)}  # fmt: skip
     level = DiagnosticStatus.WARN if decision.use_teacher[0] else DiagnosticStatus.OK
-    return DiagnosticStatus(level=level, name="opd/gate", message=decision.reason[0],
+    return DiagnosticStatus(level=level, name="opd/gate", message=decided.reason,
                             values=[KeyValue(key=k, value=v) for k, v in values.items()])  # fmt: skip
 
 

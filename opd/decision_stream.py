@@ -1,0 +1,80 @@
+"""The OPD core on one stream, as messages arrive: teacher states in, student frames in, one decision each.
+
+The live `opd` node and `agent replay` both run this class, so a recorded run replays through exactly the
+code that decided it. Per student frame it returns the gate's decision with its context: the frame's stamp,
+the time it was decided (`now`) and the newest teacher stamp the buffer held (`teacher_upto`). The context
+is what a decision depends on besides the messages themselves, which arrive in an order no bag keeps to
+the microsecond; the live node publishes it on /opd/gate, and replay feeds teacher states up to
+`teacher_upto` and decides at `now`, so the replayed decision sees what the live one saw.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from opd.online_distillation import Decision, OnlineDistillation
+
+
+@dataclass(frozen=True)
+class StreamDecision:
+    """One decision of a one-env learner and what it saw."""
+
+    stamp: float  # the student frame's stamp (its image's), s
+    now: float  # when it was decided, s
+    teacher_upto: float  # newest teacher stamp held when deciding, s (NaN: none)
+    decision: Decision  # N = 1
+
+    @property
+    def source(self) -> str:
+        return "teacher" if self.decision.use_teacher[0] else "student"
+
+    @property
+    def reason(self) -> str:
+        return self.decision.reason[0]
+
+
+class DecisionStream:
+    """One-env OPD: `on_teacher` for each privileged state, `on_frame` for each state embedding."""
+
+    def __init__(self, learner: OnlineDistillation) -> None:
+        if learner.num_envs != 1:
+            raise ValueError(f"a decision stream drives one env, the learner has {learner.num_envs}")
+        self.learner = learner
+        self.last_step = -1  # step of the last teacher state: a smaller one starts a new episode
+
+    def on_teacher(self, stamp: float, skill: int, step: int, state: np.ndarray, now: float) -> bool:
+        """The sim twin's true state (Dq,) at `stamp`: the frozen teacher acts on it and its entry joins the
+        buffer. A step below the last one is a new episode: no frame may pair across it. False: refused
+        (stale, future, duplicate, non-finite; counted in the buffer)."""
+        learner, t = self.learner, np.array([now])
+        if step < self.last_step:
+            learner.process_step(t, np.array([True]))
+        self.last_step = step
+        return bool(learner.observe_teacher(np.array([stamp]), state[None], np.array([skill]), t)[0])
+
+    def on_frame(self, stamp: float, embedding: np.ndarray, now: float) -> StreamDecision | None:
+        """A state embedding (E,) measured at `stamp`: join the buffer, let the gate choose. None when the
+        buffer refuses the frame (late, duplicate, non-finite: counted there)."""
+        learner, t = self.learner, np.array([now])
+        frame = {"embedding": embedding[None]}  # (1, E)
+        if not learner.observe_student(np.array([0]), np.array([stamp]), frame, t)[0]:
+            return None
+        upto = learner.buffers[0].newest_teacher
+        decision = learner.act(t)
+        learner.process_step(t, np.array([False]))
+        return StreamDecision(float(stamp), float(now), upto, decision)
+
+    @property
+    def refusals(self) -> dict[str, int]:
+        """Frames and teacher states the buffer refused, by reason."""
+        return dict(self.learner.buffers[0].counts)
+
+
+def context_values(d: StreamDecision) -> dict[str, str]:
+    """A decision's context as /opd/gate key values; `repr` round-trips floats, so replay reads back the
+    exact values the node decided with."""
+    upto = "nan" if math.isnan(d.teacher_upto) else repr(d.teacher_upto)
+    return {"stamp": repr(d.stamp), "decided_at": repr(d.now), "teacher_upto": upto}
