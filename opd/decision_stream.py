@@ -44,6 +44,7 @@ class DecisionStream:
             raise ValueError(f"a decision stream drives one env, the learner has {learner.num_envs}")
         self.learner = learner
         self.last_step = -1  # step of the last teacher state: a smaller one starts a new episode
+        self.episodes: list[dict] = []  # summaries of finished episodes (`EpisodeMetrics.summary`)
 
     def on_teacher(self, stamp: float, skill: int, step: int, state: np.ndarray, now: float) -> bool:
         """The sim twin's true state (Dq,) at `stamp`: the frozen teacher acts on it and its entry joins the
@@ -51,7 +52,7 @@ class DecisionStream:
         (stale, future, duplicate, non-finite; counted in the buffer)."""
         learner, t = self.learner, np.array([now])
         if step < self.last_step:
-            learner.process_step(t, np.array([True]))
+            self.episodes += learner.process_step(t, np.array([True]))
         self.last_step = step
         return bool(learner.observe_teacher(np.array([stamp]), state[None], np.array([skill]), t)[0])
 
@@ -66,6 +67,11 @@ class DecisionStream:
         decision = learner.act(t)
         learner.process_step(t, np.array([False]))
         return StreamDecision(float(stamp), float(now), upto, decision)
+
+    def finish(self, now: float) -> None:
+        """End the episode in progress (the recording ended): its summary joins `episodes`."""
+        if self.learner.metrics[0].steps:
+            self.episodes += self.learner.process_step(np.array([now]), np.array([True]))
 
     @property
     def refusals(self) -> dict[str, int]:

@@ -96,6 +96,22 @@ class Decision:
     reason: tuple[str, ...]
     error: np.ndarray  # the gate's input: prediction error or disagreement, NaN = unknown
     threshold: float
+    inputs: GateInputs | None = None  # what the gate ruled on (None for the forced switches)
+    no_student: np.ndarray | None = None  # (N,) bool: no usable student; the gate's choice was overridden
+
+
+@dataclass(frozen=True)
+class GateInputs:
+    """The arguments of one `Gate.decide` call: another gate can rule on the same evidence (replay's
+    counterfactual gates). Shapes: (N,) except step."""
+
+    step: int
+    now: np.ndarray
+    error: np.ndarray
+    student_skill: np.ndarray
+    teacher_skill: np.ndarray
+    student_in_contract: np.ndarray
+    teacher_ok: np.ndarray
 
 
 @dataclass
@@ -286,7 +302,7 @@ class OnlineDistillation:
         An env without a usable student (no frame yet, none for `student_timeout_s`, or a non-finite
         action) is driven by the teacher, or by the safe action when the teacher is silent too.
         """
-        n = self.num_envs
+        n, inputs = self.num_envs, None
         fresh = now - self._teacher_seen_at <= self.cfg.teacher_timeout_s
         teacher_ok = fresh if teacher_ok is None else teacher_ok & fresh
         error = self._novelty_score.copy() if self.cfg.switch == "novelty" else self._prediction_errors()
@@ -298,9 +314,9 @@ class OnlineDistillation:
         else:
             # no frame yet is no contract violation: such envs are driven below, outside the gate's rules
             in_contract = self._student_ok | ~self._has_student
-            d = self.gate.decide(
-                self.steps, now, error, self._student_skill, self._teacher_skill, in_contract, teacher_ok
-            )
+            inputs = GateInputs(self.steps, np.array(now, np.float64), error, self._student_skill.copy(),
+                                self._teacher_skill.copy(), in_contract, teacher_ok)  # fmt: skip
+            d = self.gate.decide(**vars(inputs))
             use, reason, threshold = d.use_teacher, d.reason, d.threshold
         stale = now - self._student_seen_at > self.cfg.student_timeout_s
         no_student = ~self._has_student | ~self._student_ok | stale
@@ -319,7 +335,21 @@ class OnlineDistillation:
         self.teacher_steps += int(use.sum())
         self._using_teacher = use.copy()
         self.steps += n
-        return Decision(skill.astype(np.int64), params, use, reason, error, threshold)
+        return Decision(skill.astype(np.int64), params, use, reason, error, threshold, inputs, no_student)
+
+    def last_actions(self, env: int) -> tuple[int, np.ndarray, int, np.ndarray]:
+        """Env `env`'s newest student action and teacher action: (skill, params (P,)) each."""
+        return (int(self._student_skill[env]), self._student_params[env].copy(),
+                int(self._teacher_skill[env]), self._teacher_params[env].copy())  # fmt: skip
+
+    def last_prediction(self, env: int) -> np.ndarray | None:
+        """Env `env`'s newest prediction (H, Dq), teacher-state std units; None before the first frame."""
+        preds = self._predictions[env]
+        return preds[-1][1] if preds else None
+
+    def normalise(self, state: np.ndarray) -> np.ndarray:
+        """Teacher state(s) (..., Dq) in the predictor's units: (state - mean) / std."""
+        return self._normalise(state)
 
     def _prediction_errors(self) -> np.ndarray:
         """Per env: RMS error (std units) of the newest prediction the teacher stream has reached, averaged

@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export", "export the student and predictor as one deployment artifact"),
     "train": ("train", "train policies headless (teacher: hybrid SAC on privileged state)"),
     "eval": ("eval", "evaluate policies over seeded episodes with confidence intervals"),
+    "replay": ("replay", "replay a recorded bag offline through the encoder, predictor, gate and student"),
     "run": ("run", "run the whole ROS 2 graph in one process against a simulator, with live progress"),
     "arm": ("arm", "arm a running stack: activate the opd node, the one that commands the base"),
     "disarm": ("arm", "disarm a running stack: the safe action once, then no motion commands"),

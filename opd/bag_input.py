@@ -1,0 +1,230 @@
+"""Recorded runs in: rosbag2 bags read with `rosbags`, by topic role, in log-time order, every skip counted.
+
+rosbag2 itself is not on PyPI, and its player replays neither deterministically (ros2/rosbag2#1254) nor in
+order at high rates (#2091), so replay reads bags in-process. `rosbags` reads rosbag2 with MCAP or sqlite3
+storage, split bags (several files in one bag directory) and bags with or without embedded message
+definitions; without them the types come from the typestore of the distro named in `BagTopics.distro`.
+
+Topics are mapped to roles through config (`BagTopics`): a robot's `/camera/color/image_raw` is not ours.
+Messages come in log-time order (the recorder's reception time), decoded; what cannot be read is never
+fatal while the rest can: each skipped message is counted by (topic, reason) with the log times of the
+first and last (`Skips`). A bag that cannot be opened at all, or where no mapped topic is present, is one
+`BagError` naming the file or the topics. Bags are opened read-only; nothing is written to them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from policies.config import Config
+
+ROLES = ("camera", "imu", "active_skill", "privileged", "teacher_action", "state", "executed", "gate")
+TYPES = {  # message types each role accepts
+    "camera": ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage"),
+    "imu": ("sensor_msgs/msg/Imu",),
+    "active_skill": ("sensor_msgs/msg/JointState",),
+    "privileged": ("sensor_msgs/msg/JointState",),
+    "teacher_action": ("sensor_msgs/msg/JointState",),
+    "state": ("sensor_msgs/msg/JointState",),
+    "executed": ("sensor_msgs/msg/JointState",),
+    "gate": ("diagnostic_msgs/msg/DiagnosticStatus",),
+}
+STORES = {"humble": "ros2_humble", "jazzy": "ros2_jazzy", "kilted": "ros2_kilted"}
+ARTIFACT_KEY = "agent.artifact_manifest_sha256"  # custom_data of `agent run --record`: the artifact used
+
+
+class BagError(RuntimeError):
+    """The bag cannot be replayed at all (unreadable, or none of the mapped topics in it)."""
+
+
+class BagTopics(Config):
+    """Which recorded topic plays which role. Empty = not used. The defaults are the graph's own names."""
+
+    camera: str = "/camera/image_raw"  # sensor_msgs/Image (rgb8, bgr8, mono8) or CompressedImage (jpeg, png)
+    imu: str = "/imu/data"  # sensor_msgs/Imu
+    active_skill: str = "/agent/active_skill"  # the task layer's skill, progress and step (the encoder's)
+    privileged: str = "/sim/privileged_state"  # the sim twin's true state: the teacher's input
+    teacher_action: str = "/teacher/action"  # the teacher's recorded actions (agreement is also from above)
+    state: str = "/agent/state"  # recorded state embeddings (--reuse-state; the live encoder's frames)
+    executed: str = "/opd/action"  # the executed actions the live graph published
+    gate: str = "/opd/gate"  # the live gate's decisions with their context
+    distro: Literal["humble", "jazzy", "kilted"] = "kilted"  # types of bags without embedded definitions
+    namespace: str = Field("", pattern=r"^(/[A-Za-z_][A-Za-z0-9_]*)*$")  # prefixed to relative names
+
+    def name(self, role: str) -> str:
+        """The bag topic of `role` ("" = unused); relative names take the namespace (e.g. /robot1)."""
+        topic = getattr(self, role)
+        if topic and not topic.startswith("/"):
+            return f"{self.namespace}/{topic}"
+        return topic
+
+
+@dataclass
+class Skips:
+    """Messages not used, by (topic, reason): how many, and the log times of the first and last, s."""
+
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    span: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    detail: dict[tuple[str, str], str] = field(default_factory=dict)  # the first message of each
+
+    def add(self, topic: str, reason: str, time_s: float, detail: str = "") -> None:
+        key = (topic, reason)
+        self.counts[key] += 1
+        first_last = self.span.setdefault(key, [time_s, time_s])
+        first_last[1] = time_s
+        self.detail.setdefault(key, detail)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per (topic, reason), sorted: the report's "skipped" table."""
+        return [
+            {"topic": t, "reason": r, "count": n, "first_s": self.span[(t, r)][0],
+             "last_s": self.span[(t, r)][1], "detail": self.detail[(t, r)]}
+            for (t, r), n in sorted(self.counts.items())
+        ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BagMessage:
+    """One decoded message of a mapped topic."""
+
+    role: str
+    topic: str
+    log_s: float  # reception time at the recorder, s
+    msg: Any  # rosbags' dataclass of the message
+
+
+class BagInput:
+    """An open bag: `messages(roles)` yields the mapped topics' messages in log-time order.
+
+    Args:
+        path: the bag directory (metadata.yaml and its storage files).
+        topics: role -> topic mapping.
+    """
+
+    def __init__(self, path: str | Path, topics: BagTopics) -> None:
+        from rosbags.highlevel import AnyReader
+        from rosbags.typesys import Stores, get_typestore
+
+        self.path, self.topics = Path(path), topics
+        self.skips = Skips()
+        if not self.path.exists():
+            raise BagError(f"{self.path}: no such bag")
+        store = get_typestore(Stores(STORES[topics.distro]))
+        try:
+            self.reader = AnyReader([self.path], default_typestore=store)
+            self.reader.open()
+        except Exception as err:  # rosbags raises its own error types per storage; all mean "unreadable"
+            raise BagError(f"{self.path}: cannot open the bag: {type(err).__name__}: {err}") from None
+        self.connections: dict[str, list[Any]] = {}
+        for conn in self.reader.connections:
+            role = next((r for r in ROLES if topics.name(r) == conn.topic), None)
+            if role is None:
+                continue
+            if conn.msgtype not in TYPES[role]:
+                self.skips.add(conn.topic, "unexpected_type", 0.0, f"{conn.msgtype}, expected {TYPES[role]}")
+                continue
+            self.connections.setdefault(role, []).append(conn)
+        if not self.connections:
+            present = sorted({c.topic for c in self.reader.connections})
+            wanted = {r: topics.name(r) for r in ROLES if topics.name(r)}
+            raise BagError(f"{self.path}: none of the mapped topics {wanted} is in the bag (it has "
+                           f"{present}); map the robot's topics in the replay config's topics")  # fmt: skip
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def __enter__(self) -> BagInput:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def start_s(self) -> float:
+        return self.reader.start_time * 1e-9
+
+    @property
+    def duration_s(self) -> float:
+        return max(self.reader.end_time - self.reader.start_time, 0) * 1e-9
+
+    def has(self, role: str) -> bool:
+        return role in self.connections
+
+    def custom_data(self) -> dict[str, str]:
+        """The bag's custom_data (rosbag2 metadata version >= 6), {} when none or not a rosbag2 bag."""
+        out: dict[str, str] = {}
+        for bag in getattr(self.reader, "readers", []):
+            metadata = getattr(bag, "metadata", None)
+            out.update(getattr(metadata, "custom", None) or {})
+        return out
+
+    def recorded_artifact(self) -> str | None:
+        """The manifest hash of the artifact the recorded run used (`agent run --record`), if stored."""
+        return self.custom_data().get(ARTIFACT_KEY)
+
+    def recorded_params(self) -> dict[str, Any]:
+        """The recorded run's resolved node parameters (`agent run --record`), {} when not stored."""
+        import yaml
+
+        text = self.custom_data().get("agent.params")
+        try:
+            return yaml.safe_load(text) or {} if text else {}
+        except yaml.YAMLError:
+            return {}
+
+    def messages(self, roles: tuple[str, ...]) -> Iterator[BagMessage]:
+        """Decoded messages of `roles` in log-time order. Undecodable ones are skipped and counted; a read
+        error (a truncated or corrupt file) ends the iteration, counted under the topic "<bag>"."""
+        conns = [c for r in roles for c in self.connections.get(r, [])]
+        if not conns:
+            return
+        role_of = {id(c): r for r in roles for c in self.connections.get(r, [])}
+        it = self.reader.messages(connections=conns)
+        last = self.start_s
+        while True:
+            try:
+                conn, t_ns, raw = next(it)
+            except StopIteration:
+                return
+            except Exception as err:  # storage-level corruption: keep what was read
+                self.skips.add("<bag>", "read_error", last, f"{type(err).__name__}: {err}; reading stopped")
+                return
+            last = t_ns * 1e-9
+            try:
+                msg = self.reader.deserialize(raw, conn.msgtype)
+            except Exception as err:  # a message that does not decode as its type
+                self.skips.add(conn.topic, "undecodable", last, f"{type(err).__name__}: {err}")
+                continue
+            yield BagMessage(role_of[id(conn)], conn.topic, last, msg)
+
+
+def stamp_ns(stamp: float) -> int:
+    """A stamp as integer ns: the key the streams' stamps are matched by."""
+    return round(stamp * 1e9)
+
+
+def gate_values(msg: Any) -> dict[str, str]:
+    """A recorded /opd/gate DiagnosticStatus's key values."""
+    return {kv.key: kv.value for kv in msg.values}
+
+
+def dumps(data: Any) -> str:
+    """Replay JSON: sorted keys and no NaN (null instead), so two runs give the same bytes."""
+    return json.dumps(_clean(data), sort_keys=True, indent=1)
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float):
+        return x if x == x and abs(x) != float("inf") else None
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x

@@ -1,0 +1,412 @@
+"""Offline OPD evaluation: a recorded run through the encoder, the LSTM predictor, the gate and the student.
+
+`agent replay BAG` reads the bag in-process (`opd.bag_input`: no DDS, no wall clock) and drives the
+one-stream OPD core the live `opd` node runs (`opd.decision_stream.DecisionStream`), so two runs on one bag
+give byte-identical JSON and a run recorded by `agent run --record` replays to the decisions it made.
+
+Three passes over the bag:
+1. index: every topic but the camera, decoded and checked with the nodes' own checks
+   (`policies.message_fields`): IMU samples, active skills, teacher states, recorded embeddings, executed
+   actions and gate decisions; per topic the stamps and log times (latency, gaps, drops);
+2. encode (the default): camera frames in log order, each with the IMU window the live encoder would cut
+   (`policies.imu_buffer.ImuBuffer`, the last samples at or before the image stamp) and the active skill as
+   of its arrival, resized and encoded in batches through the deployed runtime (ONNX Runtime by default),
+   which the live graph cannot do. When the bag holds the live encoder's output (`state`), exactly the
+   frames it encoded are encoded (the live one drops frames under load); otherwise every frame with a
+   window. `--reuse-state` skips this pass and takes the recorded embeddings, when the bag says they come
+   from this artifact (`opd.bag_input.ARTIFACT_KEY`; refused otherwise);
+3. decide: frames and teacher states in arrival order through the core. A frame the live gate decided
+   (its /opd/gate record) is decided at the recorded time after exactly the teacher states the live one had
+   (`teacher_upto`); others at their arrival. Alongside, each counterfactual gate (`ReplayConfig.gates`)
+   rules on the same evidence (`opd.online_distillation.GateInputs`): the would-have-intervened rate,
+   switches per minute and where they fall, for a whole threshold sweep in one pass. The counterfactual is
+   open loop: the robot's path is the recorded one whatever a variant would have done.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import Field
+
+from opd.bag_input import BagError, BagInput, BagTopics, gate_values, stamp_ns
+from opd.decision_stream import DecisionStream
+from opd.gate import Gate, GateConfig
+from opd.live import DEFAULT_OPD_CONFIG, DEFAULT_TEACHER, load_learner
+from opd.replay_summary import summarise
+from policies.artifact import MANIFEST, Artifact, sha256_file
+from policies.config import Config
+from policies.imu_buffer import ImuBuffer, MatchStatus
+from policies.message_fields import (
+    REPLAY_ENCODINGS,
+    MessageError,
+    checked_stamp,
+    compressed_to_rgb,
+    embedding_names,
+    image_to_rgb,
+    imu_to_sample,
+    msg_to_action,
+    msg_to_embedding,
+    msg_to_privileged,
+    msg_to_skill_state,
+    privileged_names,
+)
+from policies.preprocessing import resize_rgb
+from sim.config import from_root
+
+log = logging.getLogger(__name__)
+
+class GateVariant(Config):
+    """A counterfactual gate: overrides on top of the replayed gate's config."""
+
+    name: str
+    gate: dict[str, Any] = Field(default_factory=dict)  # GateConfig fields
+
+
+def _threshold(x: float) -> GateVariant:
+    fixed = {"schedule": "constant", "threshold_start": x, "threshold_end": x, "budget": None}
+    return GateVariant(name=f"threshold {x:g}", gate=fixed)
+
+
+def default_variants() -> list[GateVariant]:
+    """A constant-threshold sweep, hysteresis and dwell off, and two budgets."""
+    return [
+        *(_threshold(x) for x in (0.05, 0.1, 0.15, 0.3, 0.6, 1.0)),
+        GateVariant(name="no hysteresis", gate={"release_ratio": 1.0, "min_teacher_steps": 1}),
+        GateVariant(name="budget 5%", gate={"budget": 0.05, "budget_end": None}),
+        GateVariant(name="budget 20%", gate={"budget": 0.2, "budget_end": None}),
+    ]
+
+
+class ReplayConfig(Config):
+    """One replay: topic mapping, the OPD core's config, encoding, and the counterfactual gates."""
+
+    topics: BagTopics = Field(default_factory=BagTopics)
+    # YAML with an `opd:` section and the teacher checkpoint; "" = the recorded run's (the bag's
+    # agent.params), else opd/configs/live.yaml and the committed teacher.
+    opd_config: str = ""
+    teacher: str = ""
+    backend: str = "onnxruntime"  # runtime of the re-encoding (onnxruntime, torch, tensorrt)
+    threads: int | None = Field(None, ge=1)  # inference threads; None = the backend's default
+    batch_size: int = Field(32, ge=1)  # frames encoded together, frames
+    # The live encoder's parameters (agent.graph, node "encoder"): the same windows, the same drops.
+    sync_tolerance_s: float = Field(0.01, ge=0)  # newest window sample at most this before the image, s
+    imu_future_tolerance_s: float = Field(0.2, ge=0)  # IMU samples this far ahead of arrival: refused, s
+    imu_buffer_size: int = Field(1000, ge=1)  # IMU samples held, samples
+    max_latency_s: float = Field(0.3, gt=0)  # frames arriving later than this after their stamp: dropped, s
+    gap_factor: float = Field(1.5, gt=1)  # a stamp step over this x the median period is a gap, 1
+    gates: list[GateVariant] = Field(default_factory=default_variants)
+
+
+@dataclass
+class TopicStats:
+    """Stamps and log times of one topic, for latency, gaps and drops."""
+
+    stamps: list[float] = field(default_factory=list)
+    logs: list[float] = field(default_factory=list)
+
+    def add(self, stamp: float, log_s: float) -> None:
+        self.stamps.append(stamp)
+        self.logs.append(log_s)
+
+    def summary(self, gap_factor: float) -> dict[str, Any]:
+        """Count, rate, latency (log time - stamp), gaps, duplicates and backwards stamps."""
+        st, lg = np.asarray(self.stamps), np.asarray(self.logs)
+        out: dict[str, Any] = {"messages": int(st.size)}
+        if st.size == 0:
+            return out
+        latency = lg - st
+        out["latency_ms"] = {"p50": _ms(np.percentile(latency, 50)), "p99": _ms(np.percentile(latency, 99)),
+                             "max": _ms(latency.max())}  # fmt: skip
+        out["backwards"] = int(np.sum(np.diff(st) < 0))  # stamps that went back, in arrival order
+        ordered = np.sort(st)
+        steps = np.diff(ordered)
+        out["duplicates"] = int(np.sum(steps < 1e-9))
+        steps = steps[steps >= 1e-9]
+        if steps.size:
+            period = float(np.median(steps))
+            gaps = steps[steps > gap_factor * period]
+            out.update({"rate_hz": round(1.0 / period, 3), "gaps": int(gaps.size),
+                        "missing": int(np.sum(np.round(gaps / period) - 1)),
+                        "largest_gap_ms": _ms(steps.max())})  # fmt: skip
+        return out
+
+
+def _ms(x: float) -> float:
+    return round(float(x) * 1e3, 3)
+
+
+@dataclass
+class Frame:
+    """A student frame to decide on: its stamp, arrival (log time), embedding and recorded context."""
+
+    stamp: float
+    arrival: float  # when the opd node got it: the recorded embedding's log time, else the image's, s
+    embedding: np.ndarray | None = None  # (E,)
+
+
+@dataclass
+class Recorded:
+    """What pass 1 read, besides the camera."""
+
+    imu: list[tuple[float, float, np.ndarray]] = field(default_factory=list)  # (log, stamp, sample (6,))
+    skills: list[tuple[float, tuple[int, float, float]]] = field(default_factory=list)  # (log, active)
+    teacher_states: list[tuple[float, float, int, int, np.ndarray]] = field(default_factory=list)
+    teacher_actions: dict[int, tuple[int, np.ndarray]] = field(default_factory=dict)  # stamp ns ->
+    states: dict[int, Frame] = field(default_factory=dict)  # stamp ns -> the live encoder's frame
+    executed: dict[int, tuple[int, np.ndarray]] = field(default_factory=dict)  # stamp ns -> action
+    gate: dict[int, dict[str, str]] = field(default_factory=dict)  # stamp ns -> /opd/gate values
+
+
+class Replay:
+    """One bag through one artifact. `run()` -> the result dict; `timings` -> seconds by stage."""
+
+    def __init__(
+        self, bag: str | Path, artifact: str | Path, cfg: ReplayConfig | None = None,
+        reuse_state: bool = False,
+    ) -> None:  # fmt: skip
+        self.cfg = cfg or ReplayConfig()
+        self.bag_path, self.reuse_state = Path(bag), reuse_state
+        self.artifact = Artifact.load(artifact)
+        self.artifact_hash = sha256_file(self.artifact.root / MANIFEST)
+        self.contract = self.artifact.contract
+        self.timings: Counter[str] = Counter()  # s: read, decode, encode, gate
+        self.stats: dict[str, TopicStats] = defaultdict(TopicStats)
+        self.counts: Counter[str] = Counter()  # frames encoded, dropped, ...
+
+    # ---- pass 1 ---------------------------------------------------------------------------------------
+    def _index(self, bag: BagInput) -> Recorded:
+        rec = Recorded()
+        c = self.contract
+        emb_dim = self.artifact.manifest["config"]["student"]["encoder"]["embed_dim"]
+        names = embedding_names(emb_dim)
+        fields = self.artifact.model("predictor").get("fields") or []
+        priv_names = privileged_names(fields)
+        roles = ("imu", "active_skill", "privileged", "teacher_action", "state", "executed", "gate")
+        it = bag.messages(roles)
+        while True:
+            t0 = time.perf_counter()
+            m = next(it, None)
+            t1 = time.perf_counter()
+            self.timings["read"] += t1 - t0
+            if m is None:
+                break
+            try:
+                if m.role == "gate":  # DiagnosticStatus: no header; the stamp is in its values
+                    values = gate_values(m.msg)
+                    if "stamp" in values:
+                        rec.gate[stamp_ns(float(values["stamp"]))] = values
+                    continue
+                stamp = checked_stamp(m.msg.header.stamp)
+                self.stats[m.topic].add(stamp, m.log_s)
+                if m.role == "imu":
+                    rec.imu.append((m.log_s, stamp, imu_to_sample(m.msg)))
+                elif m.role == "active_skill":
+                    rec.skills.append((m.log_s, msg_to_skill_state(m.msg, c.num_skills)))
+                elif m.role == "privileged":
+                    skill, step, state = msg_to_privileged(m.msg, priv_names, c.num_skills)
+                    rec.teacher_states.append((m.log_s, stamp, skill, step, state))
+                elif m.role == "teacher_action":
+                    rec.teacher_actions[stamp_ns(stamp)] = msg_to_action(m.msg, c)
+                elif m.role == "executed":
+                    rec.executed[stamp_ns(stamp)] = msg_to_action(m.msg, c)
+                elif m.role == "state":
+                    emb = msg_to_embedding(m.msg, names) if self.reuse_state else None
+                    rec.states.setdefault(stamp_ns(stamp), Frame(stamp, m.log_s, emb))
+            except (MessageError, ValueError) as err:
+                reason = err.reason if isinstance(err, MessageError) else "invalid"
+                bag.skips.add(m.topic, reason, m.log_s, str(err))
+            self.timings["decode"] += time.perf_counter() - t1
+        return rec
+
+    # ---- pass 2 ---------------------------------------------------------------------------------------
+    def _encode(self, bag: BagInput, rec: Recorded) -> list[Frame]:
+        from policies.runtime import load_student
+
+        options = {"threads": self.cfg.threads} if self.cfg.threads else {}
+        rt = load_student(self.artifact, backend=self.cfg.backend, **options)
+        pre = rt.manifest["preprocessing"]["imu"]
+        size = max(self.cfg.imu_buffer_size, rt.imu_window)
+        imu = ImuBuffer(rt.imu_window, size, self.cfg.sync_tolerance_s, period_s=1.0 / float(pre["rate_hz"]),
+                        future_tolerance_s=self.cfg.imu_future_tolerance_s)  # fmt: skip
+        wanted = set(rec.states) if rec.states else None  # the live encoder's frames, when recorded
+        skill_logs = [t for t, _ in rec.skills]
+        frames: list[Frame] = []
+        batch: list[tuple[Frame, np.ndarray, np.ndarray, tuple[int, float, float]]] = []
+        k = 0  # next IMU sample to push
+        it = bag.messages(("camera",))
+        while True:
+            t0 = time.perf_counter()
+            m = next(it, None)
+            t1 = time.perf_counter()
+            self.timings["read"] += t1 - t0
+            if m is None:
+                break
+            try:
+                stamp = checked_stamp(m.msg.header.stamp)
+                self.stats[m.topic].add(stamp, m.log_s)
+                if wanted is not None and stamp_ns(stamp) not in wanted:
+                    self.counts["frames_not_encoded_live"] += 1
+                    continue
+                if wanted is None and m.log_s - stamp > self.cfg.max_latency_s:
+                    raise MessageError("late", f"image {m.log_s - stamp:.3f} s old on arrival")
+                if hasattr(m.msg, "format"):
+                    rgb = compressed_to_rgb(m.msg)
+                else:
+                    rgb = image_to_rgb(m.msg, REPLAY_ENCODINGS)
+            except MessageError as err:
+                bag.skips.add(m.topic, err.reason, m.log_s, str(err))
+                self.timings["decode"] += time.perf_counter() - t1
+                continue
+            # IMU delivered by this frame's arrival, then on while the IMU lags its stamp (the encoder waits)
+            while k < len(rec.imu) and (rec.imu[k][0] <= m.log_s or (imu.newest or 0.0) < stamp):
+                log_s, s, sample = rec.imu[k]
+                if why := imu.push(s, sample, log_s):
+                    bag.skips.add(self.cfg.topics.name("imu"), why, log_s, f"IMU sample at {s:.6f}")
+                k += 1
+            match = imu.match(stamp)
+            if match.status is not MatchStatus.OK:
+                bag.skips.add(m.topic, "no_imu_window", m.log_s, match.reason)
+                self.timings["decode"] += time.perf_counter() - t1
+                continue
+            self.counts["windows_with_gap"] += bool(match.gap_s)
+            hw = rt.image_hw
+            rgb = rgb if rgb.shape[:2] == hw else resize_rgb(rgb, *hw)
+            i = bisect.bisect_right(skill_logs, m.log_s) - 1
+            active = rec.skills[i][1] if i >= 0 else (self.contract.safe_skill_id, 0.0, 0.0)
+            live = rec.states.get(stamp_ns(stamp))
+            frame = Frame(stamp, live.arrival if live else m.log_s)
+            batch.append((frame, rgb, match.window, active))
+            self.timings["decode"] += time.perf_counter() - t1
+            if len(batch) == self.cfg.batch_size:
+                frames += self._encode_batch(rt, batch)
+                batch = []
+        if batch:
+            frames += self._encode_batch(rt, batch)
+        if wanted is not None:
+            self.counts["live_frames_without_image"] = len(wanted) - len(frames) - sum(
+                n for (t, r), n in bag.skips.counts.items() if t == self.cfg.topics.name("camera")
+            )
+        return frames
+
+    def _encode_batch(self, rt: Any, batch: list) -> list[Frame]:
+        t0 = time.perf_counter()
+        images = np.stack([b[1] for b in batch])  # (B, H, W, 3) uint8
+        windows = np.stack([b[2] for b in batch])  # (B, T, 6)
+        skills = np.array([b[3][0] for b in batch], np.int64)
+        progress = np.array([b[3][1] for b in batch], np.float32)
+        steps = np.array([b[3][2] for b in batch], np.float32)
+        emb, _ = rt.encode(images, windows, skills, progress, steps)  # (B, E)
+        self.timings["encode"] += time.perf_counter() - t0
+        self.counts["frames_encoded"] += len(batch)
+        out = []
+        for (frame, *_), e in zip(batch, emb, strict=True):
+            frame.embedding = np.asarray(e, np.float32)
+            out.append(frame)
+        return out
+
+    # ---- pass 3 ---------------------------------------------------------------------------------------
+    def _learner(self, bag: BagInput) -> Any:
+        opd_params = bag.recorded_params().get("opd", {}).get("ros__parameters", {})
+        opd_config = self.cfg.opd_config or opd_params.get("opd_config") or str(DEFAULT_OPD_CONFIG)
+        teacher = self.cfg.teacher or opd_params.get("teacher_checkpoint") or str(DEFAULT_TEACHER)
+        self.used = {"opd_config": str(opd_config), "teacher": str(teacher)}
+        return load_learner(self.artifact, from_root(teacher), from_root(opd_config))
+
+    def _decide(self, bag: BagInput, rec: Recorded, frames: list[Frame]) -> dict[str, Any]:
+        learner = self._learner(bag)
+        stream = DecisionStream(learner)
+        variants = []
+        for v in self.cfg.gates:
+            gate_cfg = GateConfig.from_dict({**learner.cfg.gate.model_dump(), **v.gate}, f"gates: {v.name}")
+            variants.append((v.name, Gate(gate_cfg, 1)))
+        teacher = sorted(rec.teacher_states, key=lambda x: x[0])
+        frames = sorted(frames, key=lambda f: f.arrival)
+        t0 = time.perf_counter()
+        rows: list[dict[str, Any]] = []
+        teacher_actions: dict[int, tuple[int, np.ndarray]] = {}
+        preds: list[tuple[float, np.ndarray]] = []
+        cf_use = {name: [] for name, _ in variants}
+        k = 0
+        for f in frames:
+            context = rec.gate.get(stamp_ns(f.stamp))
+            # With the live context: the teacher states up to the stamp the live gate had (NaN: none yet);
+            # without: those that arrived before the frame.
+            now = float(context["decided_at"]) if context else f.arrival
+            upto = float(context["teacher_upto"]) if context else np.inf
+            while k < len(teacher) and (teacher[k][1] <= upto if context else teacher[k][0] <= now):
+                log_s, stamp, skill, step, state = teacher[k]
+                stream.on_teacher(stamp, skill, step, state, log_s)
+                _, _, t_skill, t_params = learner.last_actions(0)
+                teacher_actions[stamp_ns(stamp)] = (t_skill, t_params)
+                k += 1
+            decided = stream.on_frame(f.stamp, f.embedding, now)
+            if decided is None:
+                continue
+            d = decided.decision
+            action = self.contract.clip(int(d.skill[0]), d.params[0])
+            s_skill, s_params, _, _ = learner.last_actions(0)
+            pred = learner.last_prediction(0)
+            preds.append((f.stamp, pred))
+            rows.append({"stamp": f.stamp, "now": now, "source": decided.source, "reason": decided.reason,
+                         "error": float(d.error[0]), "threshold": float(d.threshold),
+                         "skill": int(action.skill), "params": np.asarray(action.params, np.float64),
+                         "student": (s_skill, s_params), "live": context})  # fmt: skip
+            for name, gate in variants:
+                if d.inputs is None:
+                    continue
+                g = gate.decide(**vars(d.inputs))
+                use = bool(np.where(d.no_student, d.inputs.teacher_ok, g.use_teacher)[0])
+                cf_use[name].append((now, use, g.threshold))
+        stream.finish(frames[-1].arrival if frames else 0.0)
+        self.timings["gate"] += time.perf_counter() - t0
+        teacher_actions = {**rec.teacher_actions, **teacher_actions}  # the replayed teacher's first
+        return {"rows": rows, "episodes": stream.episodes, "counterfactual": cf_use, "preds": preds,
+                "teacher_actions": teacher_actions, "learner": learner,
+                "refusals": stream.refusals}  # fmt: skip
+
+    # ---- all of it ------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        with BagInput(self.bag_path, self.cfg.topics) as bag:
+            if self.reuse_state:
+                recorded = bag.recorded_artifact()
+                if not bag.has("state"):
+                    raise BagError(f"--reuse-state: {self.bag_path} has no recorded state embeddings "
+                                   f"({self.cfg.topics.name('state')})")  # fmt: skip
+                if recorded != self.artifact_hash:
+                    raise BagError(
+                        f"--reuse-state: the bag's embeddings come from artifact {recorded or 'unknown'}, "
+                        f"not {self.artifact.root} ({self.artifact_hash[:12]}); replay without --reuse-state "
+                        "to re-encode the camera"
+                    )
+            rec = self._index(bag)
+            if self.reuse_state:
+                frames = sorted(rec.states.values(), key=lambda f: f.arrival)
+            else:
+                if not bag.has("camera"):
+                    raise BagError(f"{self.bag_path}: no camera topic {self.cfg.topics.name('camera')!r} to "
+                                   "encode (map it in the config, or --reuse-state)")  # fmt: skip
+                frames = self._encode(bag, rec)
+            if not frames:
+                skipped = bag.skips.rows()
+                raise BagError(f"{self.bag_path}: no student frame could be built; skipped: {skipped}")
+            out = self._decide(bag, rec, frames)
+            return summarise(self, bag, rec, out, len(frames))
+
+
+def load_config(path: str | Path | None) -> ReplayConfig:
+    """ReplayConfig from YAML (None: the defaults, opd/configs/replay.yaml)."""
+    path = Path(path) if path else from_root("opd/configs/replay.yaml")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"replay config {path}: {err}") from None
+    return ReplayConfig.from_dict(data, str(path))

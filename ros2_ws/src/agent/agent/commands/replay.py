@@ -1,0 +1,62 @@
+"""`agent replay BAG`: a recorded run, offline and deterministic, through the encoder, predictor, gate and
+student (`opd.replay`). Stdout carries the summary (or the JSON with --json); --report DIR writes the
+markdown report and plots. Errors that stop a replay (no such bag, nothing mapped, --reuse-state with
+another artifact's embeddings) end with one line naming the bag and the topic."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULT_ARTIFACT = "sim/robots/diffbot/student"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bag", type=Path, help="rosbag2 bag directory (MCAP or sqlite3, split or not)")
+    parser.add_argument("--artifact", type=Path, help=f"student artifact (default {DEFAULT_ARTIFACT})")
+    parser.add_argument("--config", type=Path, help="ReplayConfig YAML (default opd/configs/replay.yaml)")
+    parser.add_argument("--reuse-state", action="store_true",
+                        help="use the bag's recorded embeddings, not the camera re-encoded")  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--report", type=Path, help="write report.md, results.json and PNG plots here")
+
+
+def run(args: argparse.Namespace) -> int:
+    from opd.bag_input import BagError, dumps
+    from opd.replay import Replay, load_config
+    from sim.config import from_root
+
+    artifact = args.artifact or from_root(DEFAULT_ARTIFACT)
+    replay = Replay(args.bag, artifact, load_config(args.config), reuse_state=args.reuse_state)
+    try:
+        result = replay.run()
+    except BagError as err:
+        raise RuntimeError(str(err)) from None
+    if args.report:
+        from opd.replay_report import write_report
+
+        md = write_report(result, replay.timeline, args.report)
+    if args.json:
+        print(dumps(result))
+    else:
+        _print(result)
+        if args.report:
+            print(f"wrote {md}")
+    return 0
+
+
+def _print(r: dict) -> None:
+    live = r["live_match"]
+    print(f"{r['decisions']} decisions on {r['frames']['built']} frames of {r['bag']['path']} "
+          f"({r['bag']['duration_s']:.1f} s, {r['mode']})")  # fmt: skip
+    if live["compared"]:
+        print(f"live decisions reproduced: gate {live['gate_equal']}/{live['compared']}, "
+              f"executed actions {live['actions_equal']}/{live['actions_compared']}")  # fmt: skip
+    for g in r["gates"]:
+        rate = "-" if g["teacher_rate"] is None else f"{g['teacher_rate']:.1%}"
+        print(f"  {g['name']:<36} teacher {rate:>6}  switches/min {g['switches_per_min']:6.1f}")
+    for h, e in r["prediction_error"].items():
+        if e.get("n"):
+            print(f"  prediction error {h}: mean {e['mean']:.3f} p90 {e['p90']:.3f} (n={e['n']})")
+    for s in r["skipped"]:
+        print(f"  skipped {s['count']} on {s['topic']} ({s['reason']}): {s['detail'][:100]}")
