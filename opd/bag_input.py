@@ -158,16 +158,27 @@ class BagInput:
         return role in self.connections
 
     def custom_data(self) -> dict[str, str]:
-        """The bag's custom_data (rosbag2 metadata version >= 6), {} when none or not a rosbag2 bag."""
-        out: dict[str, str] = {}
-        for bag in getattr(self.reader, "readers", []):
-            metadata = getattr(bag, "metadata", None)
-            out.update(getattr(metadata, "custom", None) or {})
-        return out
+        """The bag's custom_data (rosbag2 metadata version >= 6; `rosbags` does not expose it, so it is read
+        from metadata.yaml), {} when there is none."""
+        import yaml
+
+        try:
+            meta = yaml.safe_load((self.path / "metadata.yaml").read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            return {}
+        custom = (meta.get("rosbag2_bagfile_information") or {}).get("custom_data") or {}
+        return {str(k): str(v) for k, v in custom.items()}
 
     def recorded_artifact(self) -> str | None:
         """The manifest hash of the artifact the recorded run used (`agent run --record`), if stored."""
         return self.custom_data().get(ARTIFACT_KEY)
+
+    def launch_args(self) -> dict[str, str]:
+        """The recorded run's launch arguments (artifact_dir, backend, drive, precision), {} when none."""
+        try:
+            return json.loads(self.custom_data().get("agent.launch_args", "{}"))
+        except json.JSONDecodeError:
+            return {}
 
     def recorded_params(self) -> dict[str, Any]:
         """The recorded run's resolved node parameters (`agent run --record`), {} when not stored."""

@@ -95,6 +95,7 @@ class ReplayConfig(Config):
     opd_config: str = ""
     teacher: str = ""
     backend: str = "onnxruntime"  # runtime of the re-encoding (onnxruntime, torch, tensorrt)
+    precision: str = ""  # fp32, fp16, int8; "" = the recorded run's (agent.launch_args), else the default
     threads: int | None = Field(None, ge=1)  # inference threads; None = the backend's default
     batch_size: int = Field(32, ge=1)  # frames encoded together, frames
     # The live encoder's parameters (agent.graph, node "encoder"): the same windows, the same drops.
@@ -231,7 +232,9 @@ class Replay:
     def _encode(self, bag: BagInput, rec: Recorded) -> list[Frame]:
         from policies.runtime import load_student
 
-        options = {"threads": self.cfg.threads} if self.cfg.threads else {}
+        options: dict[str, Any] = {"threads": self.cfg.threads} if self.cfg.threads else {}
+        if precision := self.cfg.precision or bag.launch_args().get("precision"):
+            options["precision"] = precision
         rt = load_student(self.artifact, backend=self.cfg.backend, **options)
         pre = rt.manifest["preprocessing"]["imu"]
         size = max(self.cfg.imu_buffer_size, rt.imu_window)

@@ -7,6 +7,7 @@ step counter restarts halfway (a new episode)."""
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Literal
@@ -41,6 +42,8 @@ def write_synthetic_bag(
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
+    if not embedded_types and storage != "sqlite3":
+        raise ValueError("bags without embedded message definitions are written as sqlite3 (as Humble did)")
     path, topics = Path(path), topics or BagTopics()
     ts = get_typestore(Stores.ROS2_KILTED)
     rng = np.random.default_rng(seed)
@@ -59,11 +62,15 @@ def write_synthetic_bag(
             writer.open()
             conns = {}
             for topic, msgtype in sorted({(m[0], m[2]) for m in msgs}):
-                conns[topic] = writer.add_connection(topic, msgtype, typestore=ts if embedded_types else None)
+                conns[topic] = writer.add_connection(topic, msgtype, typestore=ts)
             for j in idx:
                 topic, log_s, msgtype, msg = msgs[j]
                 writer.write(conns[topic], round(log_s * 1e9), ts.serialize_cdr(msg, msgtype))
             writer.close()
+            if not embedded_types:  # as a Humble recorder writes them: readers need a typestore
+                for db in part.glob("*.db3"):
+                    with sqlite3.connect(db) as con:
+                        con.execute("DELETE FROM message_definitions")
             dirs.append(part)
         _merge(dirs, path)
     return path

@@ -13,7 +13,8 @@ DEFAULT_ARTIFACT = "sim/robots/diffbot/student"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bag", type=Path, help="rosbag2 bag directory (MCAP or sqlite3, split or not)")
-    parser.add_argument("--artifact", type=Path, help=f"student artifact (default {DEFAULT_ARTIFACT})")
+    parser.add_argument("--artifact", type=Path, help="student artifact (default: the recorded run's when it "
+                        f"is here, else {DEFAULT_ARTIFACT})")  # fmt: skip
     parser.add_argument("--config", type=Path, help="ReplayConfig YAML (default opd/configs/replay.yaml)")
     parser.add_argument("--reuse-state", action="store_true",
                         help="use the bag's recorded embeddings, not the camera re-encoded")  # fmt: skip
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from opd.replay import Replay, load_config
     from sim.config import from_root
 
-    artifact = args.artifact or from_root(DEFAULT_ARTIFACT)
+    artifact = args.artifact or recorded_artifact(args.bag) or from_root(DEFAULT_ARTIFACT)
     replay = Replay(args.bag, artifact, load_config(args.config), reuse_state=args.reuse_state)
     try:
         result = replay.run()
@@ -43,6 +44,18 @@ def run(args: argparse.Namespace) -> int:
         if args.report:
             print(f"wrote {md}")
     return 0
+
+
+def recorded_artifact(bag: Path) -> Path | None:
+    """The artifact the recorded run used (`agent run --record` stores it), when it is on this machine."""
+    from opd.bag_input import BagError, BagInput, BagTopics
+
+    try:
+        with BagInput(bag, BagTopics()) as b:
+            path = b.launch_args().get("artifact_dir")
+    except BagError:
+        return None
+    return Path(path) if path and Path(path).is_dir() else None
 
 
 def _print(r: dict) -> None:

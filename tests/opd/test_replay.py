@@ -1,0 +1,142 @@
+"""`agent replay` on bags the tests write (opd.synthetic_bag): determinism, storage formats, topic mapping,
+counterfactual gates, and bad input: the bag is never modified, skips are reported with topic and time."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from opd.bag_input import BagError, BagTopics, dumps
+from opd.replay import Replay, ReplayConfig, load_config
+from opd.synthetic_bag import write_synthetic_bag
+from policies.artifact import Artifact
+from sim.config import from_root
+
+ARTIFACT = from_root("sim/robots/diffbot/student")
+pytestmark = pytest.mark.slow
+
+
+def tree_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(path.rglob("*")):
+        if f.is_file():
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def artifact() -> Artifact:
+    return Artifact.load(ARTIFACT)
+
+
+@pytest.fixture(scope="module")
+def split_bag(artifact: Artifact, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_synthetic_bag(tmp_path_factory.mktemp("bags") / "split", artifact, 3.0, split=2)
+
+
+def test_two_replays_give_the_same_bytes_and_leave_the_bag_untouched(split_bag: Path, tmp_path: Path) -> None:
+    before = tree_hash(split_bag)
+    assert len(list(split_bag.glob("*.mcap"))) == 2  # a split recording
+    first = Replay(split_bag, ARTIFACT, load_config(None)).run()
+    second = Replay(split_bag, ARTIFACT, load_config(None)).run()
+    assert dumps(first) == dumps(second)
+    assert tree_hash(split_bag) == before
+    # 3 s at 20 Hz; the first frames lack a full IMU window (100 samples, 0.5 s), counted as such
+    assert first["decisions"] >= 45
+    assert [s["reason"] for s in first["skipped"]] == ["no_imu_window"]
+    assert first["bag"]["topics"]["/imu/data"]["rate_hz"] == pytest.approx(200, rel=1e-3)
+    assert first["bag"]["topics"]["/camera/image_raw"]["latency_ms"]["p50"] == pytest.approx(120.0)
+    assert {"h1", "h2", "h3"} <= set(first["prediction_error"])
+    assert first["episodes"]["count"] == 2  # the step counter restarts halfway
+    names = [g["name"] for g in first["gates"]]
+    assert names[0].startswith("replayed") and "threshold 0.05" in names and "budget 5%" in names
+    rate = {g["name"]: g["teacher_rate"] for g in first["gates"]}
+    assert rate["threshold 0.05"] >= rate["threshold 1"]
+
+
+CASES = [("sqlite3", "jpeg", False), ("mcap", "bgr8", True), ("mcap", "mono8", True),
+         ("sqlite3", "png", True)]
+
+
+@pytest.mark.parametrize(("storage", "encoding", "embedded"), CASES)  # embedded: message definitions
+def test_storage_and_camera_encodings(artifact, tmp_path, storage, encoding, embedded) -> None:
+    bag = write_synthetic_bag(tmp_path / "bag", artifact, 1.5, storage=storage, encoding=encoding,
+                              embedded_types=embedded)  # fmt: skip
+    result = Replay(bag, ARTIFACT, load_config(None)).run()
+    assert result["decisions"] > 10
+    assert {s["reason"] for s in result["skipped"]} == {"no_imu_window"}
+
+
+def test_a_robots_topic_names_are_mapped_by_config_never_guessed(artifact, tmp_path) -> None:
+    topics = BagTopics(camera="/camera/color/image_raw", imu="/imu", privileged="", active_skill="")
+    bag = write_synthetic_bag(tmp_path / "bag", artifact, 1.5, topics=topics.model_copy(
+        update={"privileged": "/twin/state", "active_skill": "/task/skill"}))  # fmt: skip
+    with pytest.raises(BagError, match="none of the mapped topics"):
+        Replay(bag, ARTIFACT, load_config(None)).run()
+    mapped = ReplayConfig(topics=BagTopics(camera="/camera/color/image_raw", imu="/imu",
+                                           privileged="/twin/state", active_skill="/task/skill"))  # fmt: skip
+    assert Replay(bag, ARTIFACT, mapped).run()["decisions"] > 10
+
+
+def test_reuse_state_is_refused_without_embeddings_from_this_artifact(split_bag) -> None:
+    with pytest.raises(BagError, match="no recorded state embeddings"):
+        Replay(split_bag, ARTIFACT, load_config(None), reuse_state=True).run()
+
+
+def test_a_truncated_bag_replays_what_is_readable_and_says_where_it_stopped(artifact, tmp_path) -> None:
+    bag = write_synthetic_bag(tmp_path / "bag", artifact, 3.0, storage="sqlite3")
+    db = next(bag.glob("*.db3"))
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
+    before = tree_hash(bag)
+    try:
+        result = Replay(bag, ARTIFACT, load_config(None)).run()
+    except BagError as err:  # unreadable from the start: one clear error naming the bag
+        assert str(bag) in str(err)
+    else:
+        assert any(s["reason"] == "read_error" for s in result["skipped"]) or result["decisions"] > 0
+    assert tree_hash(bag) == before
+
+
+def test_bad_messages_are_skipped_and_counted_with_topic_and_time(artifact, tmp_path) -> None:
+    """A camera topic of the wrong type, duplicate IMU stamps and an image with a short buffer."""
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    src = write_synthetic_bag(tmp_path / "src", artifact, 1.5)
+    ts = get_typestore(Stores.ROS2_KILTED)
+    out = tmp_path / "bad"
+    from rosbags.highlevel import AnyReader
+
+    with AnyReader([src], default_typestore=ts) as reader, Writer(out, version=9) as writer:
+        conns = {c.topic: writer.add_connection(c.topic, c.msgtype, typestore=ts) for c in reader.connections}
+        text = writer.add_connection("/teacher/action", "std_msgs/msg/String", typestore=ts)
+        string = ts.types["std_msgs/msg/String"](data="x")
+        writer.write(text, 1, ts.serialize_cdr(string, "std_msgs/msg/String"))
+        shorted = False
+        for conn, t, raw in reader.messages():
+            writer.write(conns[conn.topic], t, raw)
+            if conn.topic == "/imu/data":
+                writer.write(conns[conn.topic], t + 1, raw)  # the same stamp again
+            if conn.topic == "/camera/image_raw" and not shorted:
+                msg = reader.deserialize(raw, conn.msgtype)
+                msg.data = msg.data[:-1]
+                writer.write(conns[conn.topic], t + 1, ts.serialize_cdr(msg, conn.msgtype))
+                shorted = True
+    result = Replay(out, ARTIFACT, load_config(None)).run()
+    reasons = {(s["topic"], s["reason"]): s for s in result["skipped"]}
+    assert ("/teacher/action", "unexpected_type") in reasons
+    assert reasons[("/imu/data", "duplicate")]["count"] >= 200
+    assert ("/camera/image_raw", "size") in reasons
+    assert result["bag"]["topics"]["/imu/data"]["duplicates"] >= 200
+    assert result["decisions"] > 10
+    json.loads(dumps(result))  # strict JSON
+
+
+def test_a_missing_bag_is_one_clear_error(tmp_path) -> None:
+    with pytest.raises(BagError, match="no such bag"):
+        Replay(tmp_path / "none", ARTIFACT, load_config(None)).run()
+    shutil.rmtree(tmp_path, ignore_errors=True)
