@@ -15,6 +15,7 @@ first and last (`Skips`). A bag that cannot be opened at all, or where no mapped
 from __future__ import annotations
 
 import json
+import struct
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -97,7 +98,8 @@ class BagMessage:
     role: str
     topic: str
     log_s: float  # reception time at the recorder, s
-    msg: Any  # rosbags' dataclass of the message
+    msg: Any  # rosbags' dataclass of the message; None when only the stamp was read
+    stamp: Any = None  # header stamp (sec, nanosec) read from the raw bytes, for stamp-only roles
 
 
 class BagInput:
@@ -190,9 +192,12 @@ class BagInput:
         except yaml.YAMLError:
             return {}
 
-    def messages(self, roles: tuple[str, ...]) -> Iterator[BagMessage]:
+    def messages(self, roles: tuple[str, ...], stamps_only: tuple[str, ...] = ()) -> Iterator[BagMessage]:
         """Decoded messages of `roles` in log-time order. Undecodable ones are skipped and counted; a read
-        error (a truncated or corrupt file) ends the iteration, counted under the topic "<bag>"."""
+        error (a truncated or corrupt file) ends the iteration, counted under the topic "<bag>". Messages of
+        `stamps_only` roles are not decoded: only their header stamp is read from the raw CDR (every mapped
+        type but the gate's starts with a std_msgs/Header), which is ~50x cheaper, for their statistics."""
+        roles = (*roles, *stamps_only)
         conns = [c for r in roles for c in self.connections.get(r, [])]
         if not conns:
             return
@@ -208,12 +213,29 @@ class BagInput:
                 self.skips.add("<bag>", "read_error", last, f"{type(err).__name__}: {err}; reading stopped")
                 return
             last = t_ns * 1e-9
+            role = role_of[id(conn)]
+            if role in stamps_only:
+                if len(raw) >= 12:
+                    order = "<" if raw[1] & 1 else ">"  # CDR encapsulation: little or big endian
+                    sec, nanosec = struct.unpack_from(f"{order}iI", raw, 4)
+                    yield BagMessage(role, conn.topic, last, None, RawStamp(sec, nanosec))
+                else:
+                    self.skips.add(conn.topic, "undecodable", last, f"{len(raw)} bytes: no header")
+                continue
             try:
                 msg = self.reader.deserialize(raw, conn.msgtype)
             except Exception as err:  # a message that does not decode as its type
                 self.skips.add(conn.topic, "undecodable", last, f"{type(err).__name__}: {err}")
                 continue
-            yield BagMessage(role_of[id(conn)], conn.topic, last, msg)
+            yield BagMessage(role, conn.topic, last, msg)
+
+
+@dataclass(frozen=True)
+class RawStamp:
+    """A header stamp read from raw bytes (builtin_interfaces/Time's fields)."""
+
+    sec: int
+    nanosec: int
 
 
 def stamp_ns(stamp: float) -> int:

@@ -15,8 +15,8 @@ from typing import Literal
 import numpy as np
 import yaml
 
-from opd.bag_input import BagTopics
-from policies.artifact import Artifact
+from opd.bag_input import ARTIFACT_KEY, BagTopics
+from policies.artifact import MANIFEST, Artifact, sha256_file
 
 START_S = 1_760_000_000.0  # first stamp, s (a Unix time, as a robot's clock gives)
 
@@ -36,9 +36,12 @@ def write_synthetic_bag(
     topics: BagTopics | None = None,
     embedded_types: bool = True,
     split: int = 1,
+    state_embeddings: bool = False,
 ) -> Path:
     """Write the bag directory `path` (must not exist); returns it. `split` > 1 writes that many storage
-    files in one bag (a split recording); `embedded_types=False` leaves the message definitions out."""
+    files in one bag (a split recording); `embedded_types=False` (sqlite3 only) leaves the message
+    definitions out; `state_embeddings` adds recorded embeddings (seeded noise, as if from `artifact`: its
+    manifest hash is stored, for --reuse-state)."""
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
@@ -51,6 +54,8 @@ def write_synthetic_bag(
     fields = artifact.model("predictor").get("fields") or []
     contract = artifact.contract
     msgs = _messages(ts, rng, seconds, camera_hz, imu_hz, latency_s, hw, encoding, fields, contract, topics)
+    if state_embeddings:
+        msgs += _embeddings(ts, rng, msgs, artifact, topics)
     msgs.sort(key=lambda m: m[1])  # log time
     plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
     parts = np.array_split(np.arange(len(msgs)), split)
@@ -59,6 +64,8 @@ def write_synthetic_bag(
         for i, idx in enumerate(parts):
             part = Path(tmp) / f"part{i}"
             writer = Writer(part, version=9, storage_plugin=plugin)
+            if state_embeddings:
+                writer.set_custom_data(ARTIFACT_KEY, sha256_file(artifact.root / MANIFEST))
             writer.open()
             conns = {}
             for topic, msgtype in sorted({(m[0], m[2]) for m in msgs}):
@@ -148,6 +155,21 @@ def _messages(ts, rng, seconds, camera_hz, imu_hz, latency_s, hw, encoding, fiel
             linear_acceleration_covariance=cov,
         )  # fmt: skip
         out.append((topics.name("imu"), stamp + 0.002, "sensor_msgs/msg/Imu", msg))
+    return out
+
+
+def _embeddings(ts, rng, msgs, artifact, topics):
+    """One embedding per camera frame, stamped with it, arriving 10 ms after the image."""
+    dim = artifact.manifest["config"]["student"]["encoder"]["embed_dim"]
+    names = [f"e{i}" for i in range(dim)]
+    out = []
+    for topic, log_s, _, msg in msgs:
+        if topic == topics.name("camera"):
+            state = ts.types["sensor_msgs/msg/JointState"](
+                header=msg.header, name=names, position=rng.normal(size=dim), velocity=np.zeros(0),
+                effort=np.zeros(0),
+            )  # fmt: skip
+            out.append((topics.name("state"), log_s + 0.01, "sensor_msgs/msg/JointState", state))
     return out
 
 

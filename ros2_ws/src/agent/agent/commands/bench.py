@@ -1,9 +1,10 @@
-"""`agent bench encoder` and `agent bench graph`: latency figures (a table, or JSON with --json).
+"""`agent bench encoder`, `agent bench graph`, `agent bench replay`: figures (a table, or JSON with --json).
 
 - encoder: batch-1 latency of the deployed student per backend;
 - graph: the whole ROS 2 graph on the MuJoCo default in real time (`agent run` without the display) for a
   fixed time: image stamp -> published command latency, control rate and jitter, missed cycles, dropped
-  messages, and the host's steal time (on a virtual machine: how many missed cycles the host caused).
+  messages, and the host's steal time (on a virtual machine: how many missed cycles the host caused);
+- replay: offline replay throughput against the encoder's own batched throughput (`opd.replay_bench`).
 """
 
 from __future__ import annotations
@@ -52,8 +53,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
 
 
+    r = sub.add_parser("replay", help="offline replay speed against the encoder's batched throughput")
+    r.add_argument("--seconds", type=float, default=30.0, help="length of the generated bag, s")
+    r.add_argument("--artifact", type=Path, help="student artifact (default sim/robots/diffbot/student)")
+    r.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+
+
 def run(args: argparse.Namespace) -> int:
-    return run_graph(args) if args.what == "graph" else run_encoder(args)
+    runners = {"graph": run_graph, "encoder": run_encoder, "replay": run_replay}
+    return runners[args.what](args)
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from agent.host_steal import read_steal_s
+    from opd.replay_bench import bench_replay
+    from sim.config import from_root
+
+    steal0, t0 = read_steal_s(), time.monotonic()
+    result = bench_replay(args.artifact or from_root("sim/robots/diffbot/student"), args.seconds)
+    steal1, wall = read_steal_s(), time.monotonic() - t0
+    steal = None if steal0 is None or steal1 is None else steal1 - steal0
+    result["host"] = {"wall_s": round(wall, 1), "steal_s": None if steal is None else round(steal, 2),
+                      "cpus": os.cpu_count()}  # fmt: skip
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    enc, re, ru = result["encoder_frames_per_s"], result["reencode"], result["reuse_state"]
+    print(f"bag: {args.seconds:g} s, 20 Hz camera + 200 Hz IMU; {result['gates']} gates per decision")
+    print(f"encoder alone (batches of {result['batch_size']}): {enc:.1f} frames/s")
+    for name, r in (("replay, re-encoding", re), ("replay, --reuse-state", ru)):
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in r["shares"].items())
+        print(f"{name}: {r['frames_per_s']:.1f} frames/s, {r['messages_per_s']:.0f} messages/s, "
+              f"{r['realtime_x']:.1f}x real time ({shares})")  # fmt: skip
+    for key, t in result["targets"].items():
+        print(f"{'PASS' if t['pass'] else 'FAIL'}  {key}: {t['value']} (goal {t['goal']})")
+    host = result["host"]
+    print(f"host: {host['cpus']} CPUs, steal {host['steal_s']} s over {host['wall_s']} s")
+    return 0
 
 
 def run_encoder(args: argparse.Namespace) -> int:
