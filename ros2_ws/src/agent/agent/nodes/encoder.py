@@ -1,10 +1,12 @@
 """Encoder node: camera + IMU window + active skill -> state embedding, stamped with the image stamp.
 
-Camera and IMU share one callback group with inference (the skill, which only changes, has the io group):
-IMU samples go into an `ImuBuffer`, images into a short queue of images waiting for their IMU window, and
-whichever message completes a pair encodes it in the same callback, with no hand-off to another thread or
-executor wake-up. The image callback first takes the IMU samples already delivered (the sim bridge and a
-real IMU send them ahead of the frame), so the usual frame is encoded the moment it arrives. Encoding takes
+Camera, IMU and active skill share one callback group with inference: IMU samples go into an `ImuBuffer`,
+images into a short queue of images waiting for their IMU window, and whichever message completes a pair
+encodes it in the same callback, with no hand-off to another thread or executor wake-up. The image callback
+first takes the IMU samples and skill states already delivered (the sim bridge and a task layer send them
+ahead of the frame), so the usual frame is encoded the moment it arrives, with the skill state published
+before it: not one that raced it on another thread, which is also what a bag replay can reproduce
+(`agent replay` pairs each frame with the last skill state recorded before it). Encoding takes
 the newest image whose IMU has reached its stamp (older waiting images are dropped: latency beats
 completeness), cuts the IMU window of the last samples at or before that stamp (a window with a gap is
 counted and warned about, a sustained low IMU rate too), runs the exported encoder and publishes. Images
@@ -96,7 +98,7 @@ class EncoderNode(AgentNode):
     def activate(self) -> None:
         self.subscribe(CAMERA, self.on_image, self.work_group)
         self.imu_sub = self.subscribe(IMU, self.on_imu, self.work_group)  # the camera's group: see the doc
-        self.subscribe(SKILL, self.on_skill, self.io_group)
+        self.skill_sub = self.subscribe(SKILL, self.on_skill, self.work_group)  # the camera's: see the doc
 
     def deactivate(self) -> None:
         with self.lock:
@@ -131,6 +133,8 @@ class EncoderNode(AgentNode):
                 self.camera.drop("superseded", now)
             self.waiting.append((stamp, rgb, msg.header.frame_id))
         self._store_imu_burst(now)  # samples delivered ahead of the frame
+        for skill_msg, _ in drain(self.skill_sub):  # and the task state published before it
+            self._store_skill(skill_msg, now)
         self.encode_pending()
 
     def on_imu(self, msg: Imu, info: MessageInfo) -> None:
@@ -170,7 +174,10 @@ class EncoderNode(AgentNode):
                     stream.drop("lost", now)
 
     def on_skill(self, msg: JointState) -> None:
-        now = self.now_s()
+        self._store_skill(msg, self.now_s())
+
+    def _store_skill(self, msg: JointState, now: float) -> None:
+        """Check the active skill, task progress and step, and make them the next frames' inputs."""
         try:
             stamp = checked_stamp(msg.header.stamp)
             active = msg_to_skill_state(msg, self.runtime.contract.num_skills)
