@@ -71,6 +71,13 @@ def test_storage_and_camera_encodings(artifact, tmp_path, storage, encoding, emb
     assert {s["reason"] for s in result["skipped"]} == {"no_imu_window"}
 
 
+@pytest.mark.parametrize("distro", ["humble", "jazzy"])
+def test_a_bag_without_definitions_decodes_with_the_named_distros_types(artifact, tmp_path, distro) -> None:
+    bag = write_synthetic_bag(tmp_path / "bag", artifact, 1.5, storage="sqlite3", embedded_types=False)
+    cfg = ReplayConfig(topics=BagTopics(distro=distro))
+    assert Replay(bag, ARTIFACT, cfg).run()["decisions"] > 10
+
+
 def test_a_robots_topic_names_are_mapped_by_config_never_guessed(artifact, tmp_path) -> None:
     topics = BagTopics(camera="/camera/color/image_raw", imu="/imu", privileged="", active_skill="")
     bag = write_synthetic_bag(tmp_path / "bag", artifact, 1.5, topics=topics.model_copy(
@@ -116,11 +123,15 @@ def test_bad_messages_are_skipped_and_counted_with_topic_and_time(artifact, tmp_
         text = writer.add_connection("/teacher/action", "std_msgs/msg/String", typestore=ts)
         string = ts.types["std_msgs/msg/String"](data="x")
         writer.write(text, 1, ts.serialize_cdr(string, "std_msgs/msg/String"))
-        shorted = False
+        shorted, old_privileged, first_t = False, None, 0
         for conn, t, raw in reader.messages():
             writer.write(conns[conn.topic], t, raw)
             if conn.topic == "/imu/data":
                 writer.write(conns[conn.topic], t + 1, raw)  # the same stamp again
+            if conn.topic == "/sim/privileged_state" and old_privileged is None:
+                old_privileged, first_t = raw, t
+            elif conn.topic == "/sim/privileged_state" and t > first_t + 1e9:
+                writer.write(conns[conn.topic], t + 1, old_privileged)  # a stamp from 1 s back, resent
             if conn.topic == "/camera/image_raw" and not shorted:
                 msg = reader.deserialize(raw, conn.msgtype)
                 msg.data = msg.data[:-1]
@@ -132,6 +143,8 @@ def test_bad_messages_are_skipped_and_counted_with_topic_and_time(artifact, tmp_
     assert reasons[("/imu/data", "duplicate")]["count"] >= 200
     assert ("/camera/image_raw", "size") in reasons
     assert result["bag"]["topics"]["/imu/data"]["duplicates"] >= 200
+    assert result["bag"]["topics"]["/sim/privileged_state"]["backwards"] >= 5  # counted, and the buffer
+    assert sum(result["refused_by_buffer"].values()) >= 5  # refuses the stale resends
     assert result["decisions"] > 10
     json.loads(dumps(result))  # strict JSON
 
