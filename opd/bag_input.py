@@ -156,6 +156,10 @@ class BagInput:
     def duration_s(self) -> float:
         return max(self.reader.end_time - self.reader.start_time, 0) * 1e-9
 
+    def message_count(self, role: str) -> int:
+        """Messages of `role` the bag's index lists (0 for an unmapped role)."""
+        return sum(c.msgcount for c in self.connections.get(role, []))
+
     def has(self, role: str) -> bool:
         return role in self.connections
 

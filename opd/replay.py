@@ -29,6 +29,7 @@ import bisect
 import logging
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,9 +174,10 @@ class Replay:
 
     def __init__(
         self, bag: str | Path, artifact: str | Path, cfg: ReplayConfig | None = None,
-        reuse_state: bool = False,
+        reuse_state: bool = False, progress: Callable[[str, int, int], None] | None = None,
     ) -> None:  # fmt: skip
         self.cfg = cfg or ReplayConfig()
+        self.progress = progress or (lambda stage, done, total: None)  # (stage, done, total): a bar
         self.bag_path, self.reuse_state = Path(bag), reuse_state
         self.artifact = Artifact.load(artifact)
         self.artifact_hash = sha256_file(self.artifact.root / MANIFEST)
@@ -251,6 +253,7 @@ class Replay:
         frames: list[Frame] = []
         batch: list[tuple[Frame, np.ndarray, np.ndarray, tuple[int, float, float]]] = []
         k = 0  # next IMU sample to push
+        total = len(rec.states) if rec.states else bag.message_count("camera")
         it = bag.messages(("camera",))
         while True:
             t0 = time.perf_counter()
@@ -298,6 +301,7 @@ class Replay:
             if len(batch) == self.cfg.batch_size:
                 frames += self._encode_batch(rt, batch)
                 batch = []
+                self.progress("encode", len(frames), total)
         if batch:
             frames += self._encode_batch(rt, batch)
         if wanted is not None:
@@ -368,6 +372,8 @@ class Replay:
                 teacher_actions[stamp_ns(stamp)] = (t_skill, t_params)
                 k += 1
             decided = stream.on_frame(f.stamp, f.embedding, now)
+            if len(rows) % 200 == 0:
+                self.progress("decide", len(rows), len(frames))
             if decided is None:
                 continue
             d = decided.decision

@@ -23,16 +23,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from opd.bag_input import BagError, dumps
     from opd.replay import Replay, load_config
     from sim.config import from_root
 
     artifact = args.artifact or recorded_artifact(args.bag) or from_root(DEFAULT_ARTIFACT)
-    replay = Replay(args.bag, artifact, load_config(args.config), reuse_state=args.reuse_state)
-    try:
-        result = replay.run()
-    except BagError as err:
-        raise RuntimeError(str(err)) from None
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(f"{stage} frames", total=total)
+            bar.update(tasks[stage], completed=done)
+
+        replay = Replay(args.bag, artifact, load_config(args.config), args.reuse_state, progress)
+        try:
+            result = replay.run()
+        except BagError as err:
+            raise RuntimeError(str(err)) from None
     if args.report:
         from opd.replay_report import write_report
 
