@@ -166,6 +166,7 @@ class Recorded:
     teacher_actions: dict[int, tuple[int, np.ndarray]] = field(default_factory=dict)  # stamp ns ->
     states: dict[int, Frame] = field(default_factory=dict)  # stamp ns -> the live encoder's frame
     executed: dict[int, tuple[int, np.ndarray]] = field(default_factory=dict)  # stamp ns -> action
+    executed_log: dict[int, float] = field(default_factory=dict)  # stamp ns -> its first log time, s
     gate: dict[int, dict[str, str]] = field(default_factory=dict)  # stamp ns -> /opd/gate values
 
 
@@ -227,6 +228,7 @@ class Replay:
                     rec.teacher_actions[stamp_ns(stamp)] = msg_to_action(m.msg, c)
                 elif m.role == "executed":
                     rec.executed[stamp_ns(stamp)] = msg_to_action(m.msg, c)
+                    rec.executed_log.setdefault(stamp_ns(stamp), m.log_s)
                 elif m.role == "state":
                     emb = msg_to_embedding(m.msg, names) if self.reuse_state else None
                     rec.states.setdefault(stamp_ns(stamp), Frame(stamp, m.log_s, emb))

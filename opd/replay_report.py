@@ -113,6 +113,10 @@ def markdown(r: dict[str, Any]) -> str:
         lines.append(f"| {name} | {s['messages']} | {s.get('rate_hz', '-')} | {lat.get('p50', '-')}/"
                      f"{lat.get('p99', '-')} | {s.get('gaps', 0)} | {s.get('missing', 0)} | "
                      f"{s.get('duplicates', 0)} | {s.get('backwards', 0)} |")  # fmt: skip
+    if r["paired_latency_ms"]:
+        lines += ["", "## Paired streams (ms)", "", "| pair | p50 | p99 | n |", "|---|---|---|---|"]
+        for name, v in r["paired_latency_ms"].items():
+            lines.append(f"| {name} | {v['p50']} | {v['p99']} | {v['n']} |")
     if r["skipped"]:
         lines += ["", "## Skipped", "", "| topic | reason | count | first s | last s | first detail |",
                   "|---|---|---|---|---|---|"]  # fmt: skip

@@ -61,6 +61,7 @@ def summarise(replay: Any, bag: Any, rec: Any, out: dict[str, Any], frames: int)
         "agreement": _agreement(rows, out["teacher_actions"], learner.align.tolerance_s),
         "episodes": _episodes(out["episodes"]),
         "live_match": _live_match(rows, rec),
+        "paired_latency_ms": _paired(replay, rec, rows),
         "skipped": bag.skips.rows(),
     }  # fmt: skip
     return result
@@ -138,6 +139,32 @@ def _episodes(episodes: list[dict]) -> dict[str, Any]:
             "intervention_rate": weighted("intervention_rate"),
             "skill_agreement": weighted("skill_agreement"),
             "switches_per_min": weighted("switches_per_min")}  # fmt: skip
+
+
+def _paired(replay: Any, rec: Any, rows: list) -> dict[str, Any]:
+    """Latency between paired streams as the bag holds them, ms (p50, p99, n): each decided frame's image
+    to its recorded embedding (the live encoder), its embedding to the executed action (the opd node), and
+    the frame's stamp to the nearest teacher state's stamp (how far apart the pairs are)."""
+    camera = replay.stats.get(replay.cfg.topics.name("camera"))
+    image_log = dict(zip(map(stamp_ns, camera.stamps), camera.logs, strict=True)) if camera else {}
+    teacher = np.sort([s for _, s, *_ in rec.teacher_states])
+    spans: dict[str, list[float]] = {"image_to_embedding": [], "embedding_to_executed": [],
+                                     "frame_to_teacher_stamp": []}  # fmt: skip
+    for r in rows:
+        k = stamp_ns(r["stamp"])
+        state = rec.states.get(k)
+        if state is not None and k in image_log:
+            spans["image_to_embedding"].append(state.arrival - image_log[k])
+        if state is not None and k in rec.executed_log:
+            spans["embedding_to_executed"].append(rec.executed_log[k] - state.arrival)
+        if teacher.size:
+            j = int(np.searchsorted(teacher, r["stamp"]))
+            near = [abs(teacher[c] - r["stamp"]) for c in (j - 1, j) if 0 <= c < teacher.size]
+            spans["frame_to_teacher_stamp"].append(min(near))
+    def ms(v: list[float], q: float) -> float:
+        return round(float(np.percentile(v, q)) * 1e3, 3)
+
+    return {name: {"p50": ms(v, 50), "p99": ms(v, 99), "n": len(v)} for name, v in spans.items() if v}
 
 
 def _live_match(rows: list, rec: Any) -> dict[str, Any]:

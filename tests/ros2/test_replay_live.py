@@ -38,6 +38,9 @@ def test_the_recorded_embeddings_replay_to_the_live_decisions_exactly(recorded: 
     assert live["gate_equal"] == live["compared"]  # source and reason, decision for decision
     assert live["actions_compared"] == live["compared"]
     assert live["actions_equal"] == live["actions_compared"]  # the executed action's skill and parameters
+    paired = result["paired_latency_ms"]  # as the bag holds them: encoder and opd node, each under 300 ms
+    assert paired["image_to_embedding"]["n"] == paired["embedding_to_executed"]["n"] == live["compared"]
+    assert 0 < paired["image_to_embedding"]["p50"] < 300 and 0 < paired["embedding_to_executed"]["p50"] < 300
 
 
 def test_re_encoding_the_camera_reproduces_the_live_decisions_too(recorded: Path) -> None:
