@@ -156,6 +156,10 @@ class BagInput:
     def duration_s(self) -> float:
         return max(self.reader.end_time - self.reader.start_time, 0) * 1e-9
 
+    def missing(self) -> dict[str, str]:
+        """Mapped roles whose topic the bag does not hold (or holds with another type): role -> topic."""
+        return {r: self.topics.name(r) for r in ROLES if self.topics.name(r) and r not in self.connections}
+
     def message_count(self, role: str) -> int:
         """Messages of `role` the bag's index lists (0 for an unmapped role)."""
         return sum(c.msgcount for c in self.connections.get(role, []))

@@ -87,6 +87,9 @@ def markdown(r: dict[str, Any]) -> str:
         f"{r['frames']['built']} frames.",
         "",
     ]
+    if r["missing_topics"]:
+        absent = ", ".join(f"{role} (`{topic}`)" for role, topic in r["missing_topics"].items())
+        lines += [f"Not in the bag: {absent}.", ""]
     if live["compared"]:
         lines += [f"Live decisions reproduced: gate {live['gate_equal']}/{live['compared']}, executed "
                   f"actions {live['actions_equal']}/{live['actions_compared']}.", ""]  # fmt: skip

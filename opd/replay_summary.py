@@ -63,6 +63,7 @@ def summarise(replay: Any, bag: Any, rec: Any, out: dict[str, Any], frames: int)
         "live_match": _live_match(rows, rec),
         "paired_latency_ms": _paired(replay, rec, rows),
         "skipped": bag.skips.rows(),
+        "missing_topics": bag.missing(),  # role -> mapped topic absent from the bag
     }  # fmt: skip
     return result
 

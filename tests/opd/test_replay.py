@@ -86,7 +86,18 @@ def test_a_robots_topic_names_are_mapped_by_config_never_guessed(artifact, tmp_p
         Replay(bag, ARTIFACT, load_config(None)).run()
     mapped = ReplayConfig(topics=BagTopics(camera="/camera/color/image_raw", imu="/imu",
                                            privileged="/twin/state", active_skill="/task/skill"))  # fmt: skip
-    assert Replay(bag, ARTIFACT, mapped).run()["decisions"] > 10
+    result = Replay(bag, ARTIFACT, mapped).run()
+    assert result["decisions"] > 10
+    # the recording has no embeddings, executed actions, gate or teacher actions: said, not an error
+    assert set(result["missing_topics"]) == {"teacher_action", "state", "executed", "gate"}
+
+
+def test_without_a_teacher_stream_the_student_acts_alone_and_the_report_says_so(artifact, tmp_path) -> None:
+    bag = write_synthetic_bag(tmp_path / "bag", artifact, 1.5, topics=BagTopics(privileged="/elsewhere"))
+    result = Replay(bag, ARTIFACT, load_config(None)).run()
+    assert result["decisions"] > 0 and result["missing_topics"]["privileged"] == "/sim/privileged_state"
+    assert set(result["gates"][0]["reasons"]) == {"student/teacher_unavailable"}
+    assert result["prediction_error"] == {} and result["agreement"] == {"pairs": 0}
 
 
 def test_reuse_state_is_refused_without_embeddings_from_this_artifact(split_bag) -> None:

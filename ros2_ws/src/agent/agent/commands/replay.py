@@ -83,5 +83,7 @@ def _print(r: dict) -> None:
     for h, e in r["prediction_error"].items():
         if e.get("n"):
             print(f"  prediction error {h}: mean {e['mean']:.3f} p90 {e['p90']:.3f} (n={e['n']})")
+    for role, topic in r["missing_topics"].items():
+        print(f"  not in the bag: {role} ({topic})")
     for s in r["skipped"]:
         print(f"  skipped {s['count']} on {s['topic']} ({s['reason']}): {s['detail'][:100]}")
