@@ -17,7 +17,9 @@ Three passes over the bag:
    from this artifact (`opd.bag_input.ARTIFACT_KEY`; refused otherwise);
 3. decide: frames and teacher states in arrival order through the core. A frame the live gate decided
    (its /opd/gate record) is decided at the recorded time after exactly the teacher states the live one had
-   (`teacher_upto`); others at their arrival. Alongside, each counterfactual gate (`ReplayConfig.gates`)
+   (`teacher_upto`); when the bag holds such records, frames without one (dropped by the live node's
+   reader while it lagged) are not decided, as they were not live; otherwise frames are decided at their
+   arrival. Alongside, each counterfactual gate (`ReplayConfig.gates`)
    rules on the same evidence (`opd.online_distillation.GateInputs`): the would-have-intervened rate,
    switches per minute and where they fall, for a whole threshold sweep in one pass. The counterfactual is
    open loop: the robot's path is the recorded one whatever a variant would have done.
@@ -363,6 +365,11 @@ class Replay:
         k = 0
         for f in frames:
             context = rec.gate.get(stamp_ns(f.stamp))
+            if rec.gate and context is None:
+                # The live gate never saw this frame (its reader dropped it while the node lagged): the
+                # replay of a recorded decision stream decides exactly the frames the live one did.
+                self.counts["frames_not_decided_live"] += 1
+                continue
             # With the live context: the teacher states up to the stamp the live gate had (NaN: none yet);
             # without: those that arrived before the frame.
             now = float(context["decided_at"]) if context else f.arrival

@@ -54,3 +54,30 @@ def test_re_encoding_the_camera_reproduces_the_live_decisions_too(recorded: Path
     assert live["actions_equal"] == live["actions_compared"] == live["compared"]
     again = replay(recorded)
     assert again == result  # deterministic
+
+
+def test_a_frame_the_live_gate_never_saw_is_not_decided_in_replay(recorded: Path, tmp_path: Path) -> None:
+    """A lagging opd node skips embeddings (its reader keeps the newest only); the recorder still has them.
+    Replay decides exactly the frames with a live decision: here one /opd/gate record is taken out."""
+    import yaml
+    from rosbags.highlevel import AnyReader
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.ROS2_KILTED)
+    custom = yaml.safe_load((recorded / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    out = tmp_path / "one_less"
+    with AnyReader([recorded], default_typestore=ts) as reader, Writer(out, version=9) as writer:
+        for key, value in custom["custom_data"].items():
+            writer.set_custom_data(key, value)
+        conns = {c.topic: writer.add_connection(c.topic, c.msgtype, typestore=ts) for c in reader.connections}
+        gates = 0
+        for conn, t, raw in reader.messages():
+            gates += conn.topic == "/opd/gate"
+            if not (conn.topic == "/opd/gate" and gates == 40):
+                writer.write(conns[conn.topic], t, raw)
+    full, less = replay(recorded, "--reuse-state"), replay(out, "--reuse-state")
+    assert less["frames"]["frames_not_decided_live"] == full["frames"].get("frames_not_decided_live", 0) + 1
+    live = less["live_match"]
+    assert live["compared"] == live["live_decisions"] == full["live_match"]["live_decisions"] - 1
+    assert less["decisions"] == full["decisions"] - 1
