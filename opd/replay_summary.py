@@ -34,6 +34,7 @@ def summarise(replay: Any, bag: Any, rec: Any, out: dict[str, Any], frames: int)
         "switches_per_min": float(switches.size / minutes),
         "switch_times_s": [round(rows[i]["now"] - t0, 3) for i in switches],
         "reasons": dict(sorted(Counter(f"{r['source']}/{r['reason']}" for r in rows).items())),
+        "threshold_mean": _nanmean([r["threshold"] for r in rows]),
     }
     gates = [live_gate]
     for v in replay.cfg.gates:
@@ -45,7 +46,7 @@ def summarise(replay: Any, bag: Any, rec: Any, out: dict[str, Any], frames: int)
             "teacher_rate": float(use.mean()) if use.size else None,
             "switches_per_min": float(sw.size / minutes),
             "switch_times_s": [round(used[i][0] - t0, 3) for i in sw],
-            "threshold_mean": float(np.nanmean([th for _, _, th in used])) if used else None,
+            "threshold_mean": _nanmean([th for _, _, th in used]),
         })  # fmt: skip
     result = {
         "bag": {"path": str(replay.bag_path), "duration_s": round(bag.duration_s, 6),
@@ -66,6 +67,12 @@ def summarise(replay: Any, bag: Any, rec: Any, out: dict[str, Any], frames: int)
         "missing_topics": bag.missing(),  # role -> mapped topic absent from the bag
     }  # fmt: skip
     return result
+
+
+def _nanmean(values: list[float]) -> float | None:
+    """Mean of the finite values; None when there are none (the forced switches have no threshold)."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else None
 
 
 def _horizon_errors(learner: Any, preds: list, teacher_states: list) -> dict[str, Any]:
