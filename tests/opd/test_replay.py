@@ -105,18 +105,30 @@ def test_reuse_state_is_refused_without_embeddings_from_this_artifact(split_bag)
         Replay(split_bag, ARTIFACT, load_config(None), reuse_state=True).run()
 
 
-def test_a_truncated_bag_replays_what_is_readable_and_says_where_it_stopped(artifact, tmp_path) -> None:
-    bag = write_synthetic_bag(tmp_path / "bag", artifact, 3.0, storage="sqlite3")
-    db = next(bag.glob("*.db3"))
-    db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_a_truncated_bag_is_one_clear_error_naming_the_file(artifact, tmp_path, storage) -> None:
+    """A recording cut short (no index, no MCAP footer) cannot be opened by rosbags: one error naming the
+    storage file and what is wrong with it, and the file is left as it was."""
+    bag = write_synthetic_bag(tmp_path / "bag", artifact, 3.0, storage=storage)
+    data = next(p for p in bag.iterdir() if p.suffix in (".db3", ".mcap"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
     before = tree_hash(bag)
-    try:
-        result = Replay(bag, ARTIFACT, load_config(None)).run()
-    except BagError as err:  # unreadable from the start: one clear error naming the bag
-        assert str(bag) in str(err)
-    else:
-        assert any(s["reason"] == "read_error" for s in result["skipped"]) or result["decisions"] > 0
+    with pytest.raises(BagError, match="cannot open the bag"):
+        Replay(bag, ARTIFACT, load_config(None)).run()
     assert tree_hash(bag) == before
+
+
+def test_a_corrupt_chunk_stops_reading_with_the_error_and_where(artifact, tmp_path) -> None:
+    """Bytes overwritten inside an MCAP chunk (this small bag has one): reading stops there, and with no
+    frame left the error lists the read error with its log time."""
+    bag = write_synthetic_bag(tmp_path / "bag", artifact, 3.0)
+    data = next(bag.glob("*.mcap"))
+    raw = bytearray(data.read_bytes())
+    middle = len(raw) // 2
+    raw[middle : middle + 4000] = b"\xab" * 4000
+    data.write_bytes(bytes(raw))
+    with pytest.raises(BagError, match="'reason': 'read_error'"):
+        Replay(bag, ARTIFACT, load_config(None)).run()
 
 
 def test_bad_messages_are_skipped_and_counted_with_topic_and_time(artifact, tmp_path) -> None:
