@@ -164,6 +164,7 @@ class Recorded:
 
     imu: list[tuple[float, float, np.ndarray]] = field(default_factory=list)  # (log, stamp, sample (6,))
     skills: list[tuple[float, tuple[int, float, float]]] = field(default_factory=list)  # (log, active)
+    # (log, stamp, active skill, step, privileged state (Dq,))
     teacher_states: list[tuple[float, float, int, int, np.ndarray]] = field(default_factory=list)
     teacher_actions: dict[int, tuple[int, np.ndarray]] = field(default_factory=dict)  # stamp ns ->
     states: dict[int, Frame] = field(default_factory=dict)  # stamp ns -> the live encoder's frame
