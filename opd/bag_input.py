@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import Field
 
 from policies.config import Config
@@ -92,6 +93,14 @@ class Skips:
 
 
 @dataclass(frozen=True)
+class RawStamp:
+    """A header stamp read from raw bytes (builtin_interfaces/Time's fields)."""
+
+    sec: int
+    nanosec: int
+
+
+@dataclass(frozen=True)
 class BagMessage:
     """One decoded message of a mapped topic."""
 
@@ -99,7 +108,7 @@ class BagMessage:
     topic: str
     log_s: float  # reception time at the recorder, s
     msg: Any  # rosbags' dataclass of the message; None when only the stamp was read
-    stamp: Any = None  # header stamp (sec, nanosec) read from the raw bytes, for stamp-only roles
+    stamp: RawStamp | None = None  # header stamp read from the raw bytes, for stamp-only roles
 
 
 class BagInput:
@@ -118,6 +127,7 @@ class BagInput:
         self.skips = Skips()
         if not self.path.exists():
             raise BagError(f"{self.path}: no such bag")
+        self.custom = recorded_custom_data(self.path)
         store = get_typestore(Stores(STORES[topics.distro]))
         try:
             self.reader = AnyReader([self.path], default_typestore=store)
@@ -167,34 +177,17 @@ class BagInput:
     def has(self, role: str) -> bool:
         return role in self.connections
 
-    def custom_data(self) -> dict[str, str]:
-        """The bag's custom_data (rosbag2 metadata version >= 6; `rosbags` does not expose it, so it is read
-        from metadata.yaml), {} when there is none."""
-        import yaml
-
-        try:
-            meta = yaml.safe_load((self.path / "metadata.yaml").read_text()) or {}
-        except (OSError, yaml.YAMLError):
-            return {}
-        custom = (meta.get("rosbag2_bagfile_information") or {}).get("custom_data") or {}
-        return {str(k): str(v) for k, v in custom.items()}
-
     def recorded_artifact(self) -> str | None:
         """The manifest hash of the artifact the recorded run used (`agent run --record`), if stored."""
-        return self.custom_data().get(ARTIFACT_KEY)
+        return self.custom.get(ARTIFACT_KEY)
 
     def launch_args(self) -> dict[str, str]:
         """The recorded run's launch arguments (artifact_dir, backend, drive, precision), {} when none."""
-        try:
-            return json.loads(self.custom_data().get("agent.launch_args", "{}"))
-        except json.JSONDecodeError:
-            return {}
+        return recorded_launch_args(self.custom)
 
     def recorded_params(self) -> dict[str, Any]:
         """The recorded run's resolved node parameters (`agent run --record`), {} when not stored."""
-        import yaml
-
-        text = self.custom_data().get("agent.params")
+        text = self.custom.get("agent.params")
         try:
             return yaml.safe_load(text) or {} if text else {}
         except yaml.YAMLError:
@@ -238,12 +231,23 @@ class BagInput:
             yield BagMessage(role, conn.topic, last, msg)
 
 
-@dataclass(frozen=True)
-class RawStamp:
-    """A header stamp read from raw bytes (builtin_interfaces/Time's fields)."""
+def recorded_custom_data(bag: Path) -> dict[str, str]:
+    """A bag's custom_data (rosbag2 metadata version >= 6; `rosbags` does not expose it, so it is read from
+    metadata.yaml without opening the storage), {} when there is none."""
+    try:
+        meta = yaml.safe_load((Path(bag) / "metadata.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    custom = (meta.get("rosbag2_bagfile_information") or {}).get("custom_data") or {}
+    return {str(k): str(v) for k, v in custom.items()}
 
-    sec: int
-    nanosec: int
+
+def recorded_launch_args(custom: dict[str, str]) -> dict[str, str]:
+    """The launch arguments `agent run --record` stores in custom_data, {} when none."""
+    try:
+        return json.loads(custom.get("agent.launch_args", "{}"))
+    except json.JSONDecodeError:
+        return {}
 
 
 def stamp_ns(stamp: float) -> int:

@@ -347,10 +347,6 @@ class OnlineDistillation:
         preds = self._predictions[env]
         return preds[-1][1] if preds else None
 
-    def normalise(self, state: np.ndarray) -> np.ndarray:
-        """Teacher state(s) (..., Dq) in the predictor's units: (state - mean) / std."""
-        return self._normalise(state)
-
     def _prediction_errors(self) -> np.ndarray:
         """Per env: RMS error (std units) of the newest prediction the teacher stream has reached, averaged
         over its resolved horizons; NaN when none is resolved yet. Shape: (N,)."""
@@ -362,14 +358,15 @@ class OnlineDistillation:
                 for h in range(pred.shape[0]):
                     entry = self.buffers[i].teacher_at(stamp + (h + 1) * period)
                     if entry is not None:
-                        diff = pred[h] - self._normalise(entry.state)
+                        diff = pred[h] - self.normalise(entry.state)
                         errs.append(float(np.sqrt(np.mean(diff**2))))
                 if errs:
                     out[i] = float(np.mean(errs))
                     break
         return out
 
-    def _normalise(self, state: np.ndarray) -> np.ndarray:
+    def normalise(self, state: np.ndarray) -> np.ndarray:
+        """Teacher state(s) (..., Dq) in the predictor's units: (state - mean) / std."""
         return (state - self.state_mean) / self.state_std
 
     def _track(self, use_teacher: np.ndarray, switched: np.ndarray) -> None:
@@ -421,7 +418,7 @@ class OnlineDistillation:
         self.metrics[i] = self._new_metrics()
 
     def _store(self, env: int, s: AlignedSample) -> None:
-        future = np.where(s.future_mask[:, None], self._normalise(s.future), 0.0)  # (H, Dq)
+        future = np.where(s.future_mask[:, None], self.normalise(s.future), 0.0)  # (H, Dq)
         pred = s.payload["prediction"]
         m = self.metrics[env]
         err = np.sqrt(np.mean((pred - future) ** 2, axis=1))  # (H,) per-horizon RMS error

@@ -31,17 +31,16 @@ import bisect
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import yaml
 from pydantic import Field
 
-from opd.bag_input import BagError, BagInput, BagTopics, gate_values, stamp_ns
+from opd.bag_input import BagError, BagInput, BagMessage, BagTopics, gate_values, stamp_ns
 from opd.decision_stream import DecisionStream
 from opd.gate import Gate, GateConfig
 from opd.live import DEFAULT_OPD_CONFIG, DEFAULT_TEACHER, load_learner
@@ -158,6 +157,10 @@ class Frame:
     embedding: np.ndarray | None = None  # (E,)
 
 
+# A frame's encoder inputs: the frame, its image (H, W, 3) uint8, IMU window (T, 6), (skill, progress, step)
+FrameInput = tuple[Frame, np.ndarray, np.ndarray, tuple[int, float, float]]
+
+
 @dataclass
 class Recorded:
     """What pass 1 read, besides the camera."""
@@ -168,8 +171,8 @@ class Recorded:
     teacher_states: list[tuple[float, float, int, int, np.ndarray]] = field(default_factory=list)
     teacher_actions: dict[int, tuple[int, np.ndarray]] = field(default_factory=dict)  # stamp ns ->
     states: dict[int, Frame] = field(default_factory=dict)  # stamp ns -> the live encoder's frame
-    executed: dict[int, tuple[int, np.ndarray]] = field(default_factory=dict)  # stamp ns -> action
-    executed_log: dict[int, float] = field(default_factory=dict)  # stamp ns -> its first log time, s
+    # stamp ns -> (log time s, skill, params (P,)) of the first executed action with that stamp
+    executed: dict[int, tuple[float, int, np.ndarray]] = field(default_factory=dict)
     gate: dict[int, dict[str, str]] = field(default_factory=dict)  # stamp ns -> /opd/gate values
 
 
@@ -190,6 +193,16 @@ class Replay:
         self.stats: dict[str, TopicStats] = defaultdict(TopicStats)
         self.counts: Counter[str] = Counter()  # frames encoded, dropped, ...
 
+    def _read(self, messages: Iterator[BagMessage]) -> Iterator[BagMessage]:
+        """The bag's messages, the time spent reading (and decoding) them counted as "read"."""
+        while True:
+            t0 = time.perf_counter()
+            m = next(messages, None)
+            self.timings["read"] += time.perf_counter() - t0
+            if m is None:
+                return
+            yield m
+
     # ---- pass 1 ---------------------------------------------------------------------------------------
     def _index(self, bag: BagInput) -> Recorded:
         rec = Recorded()
@@ -202,14 +215,8 @@ class Replay:
         # With --reuse-state the camera, IMU and skill are not needed: their stamps are read for the figures.
         sensors = ("imu", "active_skill")
         stamps_only = ("camera", *sensors) if self.reuse_state else ()
-        it = bag.messages(roles if self.reuse_state else (*roles, *sensors), stamps_only)
-        while True:
-            t0 = time.perf_counter()
-            m = next(it, None)
+        for m in self._read(bag.messages(roles if self.reuse_state else (*roles, *sensors), stamps_only)):
             t1 = time.perf_counter()
-            self.timings["read"] += t1 - t0
-            if m is None:
-                break
             try:
                 if m.role == "gate":  # DiagnosticStatus: no header; the stamp is in its values
                     values = gate_values(m.msg)
@@ -230,8 +237,7 @@ class Replay:
                 elif m.role == "teacher_action":
                     rec.teacher_actions[stamp_ns(stamp)] = msg_to_action(m.msg, c)
                 elif m.role == "executed":
-                    rec.executed[stamp_ns(stamp)] = msg_to_action(m.msg, c)
-                    rec.executed_log.setdefault(stamp_ns(stamp), m.log_s)
+                    rec.executed.setdefault(stamp_ns(stamp), (m.log_s, *msg_to_action(m.msg, c)))
                 elif m.role == "state":
                     emb = msg_to_embedding(m.msg, names) if self.reuse_state else None
                     rec.states.setdefault(stamp_ns(stamp), Frame(stamp, m.log_s, emb))
@@ -256,23 +262,19 @@ class Replay:
         wanted = set(rec.states) if rec.states else None  # the live encoder's frames, when recorded
         skill_logs = [t for t, _ in rec.skills]
         frames: list[Frame] = []
-        batch: list[tuple[Frame, np.ndarray, np.ndarray, tuple[int, float, float]]] = []
+        batch: list[FrameInput] = []
         k = 0  # next IMU sample to push
         total = len(rec.states) if rec.states else bag.message_count("camera")
-        it = bag.messages(("camera",))
-        while True:
-            t0 = time.perf_counter()
-            m = next(it, None)
-            t1 = time.perf_counter()
-            self.timings["read"] += t1 - t0
-            if m is None:
-                break
+
+        def prepare(m: BagMessage) -> FrameInput | None:
+            """One camera message -> its encoder inputs, or None (skipped and counted)."""
+            nonlocal k
             try:
                 stamp = checked_stamp(m.msg.header.stamp)
                 self.stats[m.topic].add(stamp, m.log_s)
                 if wanted is not None and stamp_ns(stamp) not in wanted:
                     self.counts["frames_not_encoded_live"] += 1
-                    continue
+                    return None
                 if wanted is None and m.log_s - stamp > self.cfg.max_latency_s:
                     raise MessageError("late", f"image {m.log_s - stamp:.3f} s old on arrival")
                 if hasattr(m.msg, "format"):
@@ -281,8 +283,7 @@ class Replay:
                     rgb = image_to_rgb(m.msg, REPLAY_ENCODINGS)
             except MessageError as err:
                 bag.skips.add(m.topic, err.reason, m.log_s, str(err))
-                self.timings["decode"] += time.perf_counter() - t1
-                continue
+                return None
             # IMU delivered by this frame's arrival, then on while the IMU lags its stamp (the encoder waits)
             while k < len(rec.imu) and (rec.imu[k][0] <= m.log_s or (imu.newest or 0.0) < stamp):
                 log_s, s, sample = rec.imu[k]
@@ -292,17 +293,21 @@ class Replay:
             match = imu.match(stamp)
             if match.status is not MatchStatus.OK:
                 bag.skips.add(m.topic, "no_imu_window", m.log_s, match.reason)
-                self.timings["decode"] += time.perf_counter() - t1
-                continue
+                return None
             self.counts["windows_with_gap"] += bool(match.gap_s)
-            hw = rt.image_hw
-            rgb = rgb if rgb.shape[:2] == hw else resize_rgb(rgb, *hw)
+            rgb = rgb if rgb.shape[:2] == rt.image_hw else resize_rgb(rgb, *rt.image_hw)
             i = bisect.bisect_right(skill_logs, m.log_s) - 1
             active = rec.skills[i][1] if i >= 0 else (self.contract.safe_skill_id, 0.0, 0.0)
             live = rec.states.get(stamp_ns(stamp))
-            frame = Frame(stamp, live.arrival if live else m.log_s)
-            batch.append((frame, rgb, match.window, active))
+            return Frame(stamp, live.arrival if live else m.log_s), rgb, match.window, active
+
+        for m in self._read(bag.messages(("camera",))):
+            t1 = time.perf_counter()
+            item = prepare(m)
             self.timings["decode"] += time.perf_counter() - t1
+            if item is None:
+                continue
+            batch.append(item)
             if len(batch) == self.cfg.batch_size:
                 frames += self._encode_batch(rt, batch)
                 batch = []
@@ -315,7 +320,7 @@ class Replay:
             )
         return frames
 
-    def _encode_batch(self, rt: Any, batch: list) -> list[Frame]:
+    def _encode_batch(self, rt: Any, batch: list[FrameInput]) -> list[Frame]:
         t0 = time.perf_counter()
         images = np.stack([b[1] for b in batch])  # (B, H, W, 3) uint8
         windows = np.stack([b[2] for b in batch])  # (B, T, 6)
@@ -439,9 +444,4 @@ class Replay:
 
 def load_config(path: str | Path | None) -> ReplayConfig:
     """ReplayConfig from YAML (None: the defaults, opd/configs/replay.yaml)."""
-    path = Path(path) if path else from_root("opd/configs/replay.yaml")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise ValueError(f"replay config {path}: {err}") from None
-    return ReplayConfig.from_dict(data, str(path))
+    return ReplayConfig.from_yaml(path or from_root("opd/configs/replay.yaml"))

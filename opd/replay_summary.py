@@ -69,6 +69,13 @@ def summarise(replay: Any, bag: Any, rec: Any, out: dict[str, Any], frames: int)
     return result
 
 
+def nearest(sorted_values: np.ndarray, x: float) -> int:
+    """Index of the value nearest `x` in a non-empty sorted array (ties: the earlier)."""
+    j = int(np.searchsorted(sorted_values, x))
+    candidates = (c for c in (j - 1, j) if 0 <= c < sorted_values.size)
+    return min(candidates, key=lambda c: abs(sorted_values[c] - x))
+
+
 def _nanmean(values: list[float]) -> float | None:
     """Mean of the finite values; None when there are none (the forced switches have no threshold)."""
     finite = [v for v in values if np.isfinite(v)]
@@ -92,9 +99,7 @@ def _horizon_errors(learner: Any, preds: list, teacher_states: list) -> dict[str
             continue
         for h in range(horizon):
             target = stamp + (h + 1) * period
-            j = int(np.searchsorted(stamps, target))
-            cands = [c for c in (j - 1, j) if 0 <= c < stamps.size]
-            best = min(cands, key=lambda c: abs(stamps[c] - target))
+            best = nearest(stamps, target)
             if abs(stamps[best] - target) <= tol:
                 errors[h].append(float(np.sqrt(np.mean((pred[h] - norm[best]) ** 2))))
     out = {}
@@ -120,9 +125,7 @@ def _agreement(rows: list, teacher_actions: dict, tolerance_s: float) -> dict[st
     agree, param_err, pairs = 0, [], 0
     for r in rows:
         k = stamp_ns(r["stamp"])
-        j = int(np.searchsorted(keys, k))
-        cands = [c for c in (j - 1, j) if 0 <= c < keys.size]
-        best = min(cands, key=lambda c: abs(keys[c] - k))
+        best = nearest(keys, k)
         if abs(keys[best] - k) > tol_ns:
             continue
         pairs += 1
@@ -163,12 +166,10 @@ def _paired(replay: Any, rec: Any, rows: list) -> dict[str, Any]:
         state = rec.states.get(k)
         if state is not None and k in image_log:
             spans["image_to_embedding"].append(state.arrival - image_log[k])
-        if state is not None and k in rec.executed_log:
-            spans["embedding_to_executed"].append(rec.executed_log[k] - state.arrival)
+        if state is not None and k in rec.executed:
+            spans["embedding_to_executed"].append(rec.executed[k][0] - state.arrival)
         if teacher.size:
-            j = int(np.searchsorted(teacher, r["stamp"]))
-            near = [abs(teacher[c] - r["stamp"]) for c in (j - 1, j) if 0 <= c < teacher.size]
-            spans["frame_to_teacher_stamp"].append(min(near))
+            spans["frame_to_teacher_stamp"].append(abs(teacher[nearest(teacher, r["stamp"])] - r["stamp"]))
     def ms(v: list[float], q: float) -> float:
         return round(float(np.percentile(v, q)) * 1e3, 3)
 
@@ -184,7 +185,7 @@ def _live_match(rows: list, rec: Any) -> dict[str, Any]:
     executed = [(r, rec.executed[k]) for r in gated if (k := stamp_ns(r["stamp"])) in rec.executed]
     same_action = [
         r["skill"] == skill and bool(np.allclose(r["params"], params, atol=PARAMS_ATOL, rtol=0))
-        for r, (skill, params) in executed
+        for r, (_, skill, params) in executed
     ]
     first = next((i for i, ok in enumerate(same_gate) if not ok), None)
     out = {"compared": len(gated), "gate_equal": int(sum(same_gate)), "actions_compared": len(executed),

@@ -60,13 +60,9 @@ def run(args: argparse.Namespace) -> int:
 
 def recorded_artifact(bag: Path) -> Path | None:
     """The artifact the recorded run used (`agent run --record` stores it), when it is on this machine."""
-    from opd.bag_input import BagError, BagInput, BagTopics
+    from opd.bag_input import recorded_custom_data, recorded_launch_args
 
-    try:
-        with BagInput(bag, BagTopics()) as b:
-            path = b.launch_args().get("artifact_dir")
-    except BagError:
-        return None
+    path = recorded_launch_args(recorded_custom_data(bag)).get("artifact_dir")
     return Path(path) if path and Path(path).is_dir() else None
 
 

@@ -10,9 +10,8 @@ is executed:
   teacher stamp: `opd.decision_stream`, so `agent replay` reproduces it). Without a teacher stream
   (sim:=none) the student acts alone. With `learn`, a learner thread trains the head and the predictor
   online; acting uses a copy of their weights that each update swaps in, so a callback never waits for a
-  gradient step;
-  every `version_every_s` the learnt student is written as a new artifact version (hashes, atomic) and
-  announced on /agent/student_version, so the policy node's proposals follow it too;
+  gradient step; every `version_every_s` the learnt student is written as a new artifact version (hashes,
+  atomic) and announced on /agent/student_version, so the policy node's proposals follow it too;
 - student: the student's /agent/action;
 - teacher: the teacher's /teacher/action (sim only: with sim:=none no teacher runs).
 Each executed action goes out on /opd/action, then its Twist on /cmd_vel (`agent.base_command.TwistMapping`,
