@@ -59,7 +59,7 @@ def test_node_processes_turn_camera_and_imu_into_bounded_commands(
         feed, stamps = SensorFeed(probe, time.time()), []
         for i in range(60):  # 3 s of camera at 20 Hz: fresh processes' first inferences may take a second
             stamps.append(time.time())
-            feed.step(stamps[-1], value=8 * i)
+            feed.step(stamps[-1], value=4 * i)  # distinct uint8 images
             spin_for(executor, 0.05)
 
         image_stamps = {round(s, 6) for s in stamps}  # stamps travel with nanosecond resolution
