@@ -23,6 +23,35 @@ setup() {
     echo "$want" >"$stamp"
 }
 
+build_interfaces() {
+    # The stack's messages (ros2_ws/src/agent_interfaces, ament_cmake + rosidl), built with colcon and
+    # installed into the venv beside the ROS wheels: importable, and on the library path the wheels set,
+    # without sourcing anything. Rebuilt only when the package or the installed wheels changed.
+    local pkg=ros2_ws/src/agent_interfaces stamp="$venv/.interfaces" want
+    want=$(cat pyproject.toml "$pkg"/package.xml "$pkg"/CMakeLists.txt "$pkg"/msg/*.msg | sha256sum | cut -d' ' -f1)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return
+    fi
+    local tool
+    for tool in cmake c++; do
+        if ! command -v "$tool" >/dev/null; then
+            echo "[bootstrap] $tool not found: agent_interfaces is built with CMake and a C++ compiler" \
+                "(e.g. apt install cmake g++)" >&2
+            exit 1
+        fi
+    done
+    echo "[bootstrap] building the agent_interfaces messages into $venv (about a minute)"
+    local log=ros2_ws/log/agent_interfaces-build.txt
+    mkdir -p ros2_ws/log
+    if ! AMENT_PREFIX_PATH="$venv" CMAKE_PREFIX_PATH="$venv" "$venv/bin/colcon" --log-base ros2_ws/log build \
+        --base-paths "$pkg" --build-base ros2_ws/build --install-base "$venv" --merge-install >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        echo "[bootstrap] building agent_interfaces failed; the whole output is in $log" >&2
+        exit 1
+    fi
+    echo "$want" >"$stamp"
+}
+
 pip_quiet() {
     # This machine's pip configuration lists local mirrors that may be absent; drop that noise only.
     "$venv/bin/python" -m pip -q "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
@@ -41,7 +70,7 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
     run)
-        setup; export_env
+        setup; build_interfaces; export_env
         # The whole ROS 2 graph on the MuJoCo default behind the real-robot proxy: the committed OPD student
         # drives, and the OPD gate hands control to the teacher where the predictor's error is high.
         # Extra arguments override (e.g. --drive teacher).
@@ -49,12 +78,12 @@ case "$cmd" in
         exec agent run --sim mujoco --proxy --drive opd --artifact "$STUDENT" --duration 120 "$@"
         ;;
     test)
-        setup; export_env
+        setup; build_interfaces; export_env
         ruff check .
         exec python -m pytest "$@"
         ;;
     setup)
-        setup
+        setup; build_interfaces
         ;;
     *)
         echo "usage: bash bootstrap.sh run|test|setup [args...]" >&2

@@ -33,7 +33,8 @@ RUN python3 -m venv --system-site-packages /opt/agent/venv \
     && /opt/agent/venv/bin/pip install --no-cache-dir ${TORCH_INDEX:+--extra-index-url "${TORCH_INDEX}"} \
        -e ".${EXTRAS:+[${EXTRAS}]}"
 
-# The ROS package, built against the image's ROS.
+# The ROS packages, built against the image's ROS: agent_interfaces (the stack's messages; ament_cmake and
+# the rosidl generators come with ros-base) and agent (the nodes and the launch file).
 RUN source /opt/ros/"${ROS_DISTRO}"/setup.bash \
     && colcon build --base-paths ros2_ws/src --build-base /opt/agent/build --install-base /opt/agent/install \
     && rm -rf /opt/agent/build log

@@ -15,7 +15,9 @@ first and last (`Skips`). A bag that cannot be opened at all, or where no mapped
 from __future__ import annotations
 
 import json
+import os
 import struct
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,13 +35,36 @@ TYPES = {  # message types each role accepts
     "imu": ("sensor_msgs/msg/Imu",),
     "active_skill": ("sensor_msgs/msg/JointState",),
     "privileged": ("sensor_msgs/msg/JointState",),
-    "teacher_action": ("sensor_msgs/msg/JointState",),
-    "state": ("sensor_msgs/msg/JointState",),
-    "executed": ("sensor_msgs/msg/JointState",),
-    "gate": ("diagnostic_msgs/msg/DiagnosticStatus",),
+    "teacher_action": ("agent_interfaces/msg/HybridAction",),
+    "state": ("agent_interfaces/msg/StateEmbedding",),
+    "executed": ("agent_interfaces/msg/HybridAction",),
+    "gate": ("agent_interfaces/msg/GateState",),
 }
 STORES = {"humble": "ros2_humble", "jazzy": "ros2_jazzy", "kilted": "ros2_kilted"}
-ARTIFACT_KEY = "agent.artifact_manifest_sha256"  # custom_data of `agent run --record`: the artifact used
+INTERFACES = "agent_interfaces"  # the stack's own messages (ros2_ws/src/agent_interfaces)
+_SOURCE_MSG_DIR = Path(__file__).resolve().parents[1] / "ros2_ws" / "src" / INTERFACES / "msg"
+
+
+def interface_msg_dir() -> Path:
+    """Where the agent_interfaces .msg files are: this source tree, else an installed ROS prefix."""
+    prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p] + [sys.prefix]
+    for d in [_SOURCE_MSG_DIR, *(Path(p) / "share" / INTERFACES / "msg" for p in prefixes)]:
+        if any(d.glob("*.msg")):
+            return d
+    raise FileNotFoundError(f"no {INTERFACES} message definitions in {_SOURCE_MSG_DIR} or a ROS prefix")
+
+
+def typestore(distro: str = "kilted") -> Any:
+    """A `rosbags` typestore: the distro's standard messages and agent_interfaces, so bags of the stack's
+    messages are written with their definitions and read without them (a recorder that leaves them out)."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    store = get_typestore(Stores(STORES[distro]))
+    types: dict[str, Any] = {}
+    for path in sorted(interface_msg_dir().glob("*.msg")):
+        types.update(get_types_from_msg(path.read_text(), f"{INTERFACES}/msg/{path.stem}"))
+    store.register(types)
+    return store
 
 
 class BagError(RuntimeError):
@@ -121,16 +146,14 @@ class BagInput:
 
     def __init__(self, path: str | Path, topics: BagTopics) -> None:
         from rosbags.highlevel import AnyReader
-        from rosbags.typesys import Stores, get_typestore
 
         self.path, self.topics = Path(path), topics
         self.skips = Skips()
         if not self.path.exists():
             raise BagError(f"{self.path}: no such bag")
         self.custom = recorded_custom_data(self.path)
-        store = get_typestore(Stores(STORES[topics.distro]))
         try:
-            self.reader = AnyReader([self.path], default_typestore=store)
+            self.reader = AnyReader([self.path], default_typestore=typestore(topics.distro))
             self.reader.open()
         except Exception as err:  # rosbags raises its own error types per storage; all mean "unreadable"
             raise BagError(f"{self.path}: cannot open the bag: {type(err).__name__}: {err}") from None
@@ -176,10 +199,6 @@ class BagInput:
 
     def has(self, role: str) -> bool:
         return role in self.connections
-
-    def recorded_artifact(self) -> str | None:
-        """The manifest hash of the artifact the recorded run used (`agent run --record`), if stored."""
-        return self.custom.get(ARTIFACT_KEY)
 
     def launch_args(self) -> dict[str, str]:
         """The recorded run's launch arguments (artifact_dir, backend, drive, precision), {} when none."""
@@ -253,11 +272,6 @@ def recorded_launch_args(custom: dict[str, str]) -> dict[str, str]:
 def stamp_ns(stamp: float) -> int:
     """A stamp as integer ns: the key the streams' stamps are matched by."""
     return round(stamp * 1e9)
-
-
-def gate_values(msg: Any) -> dict[str, str]:
-    """A recorded /opd/gate DiagnosticStatus's key values."""
-    return {kv.key: kv.value for kv in msg.values}
 
 
 def dumps(data: Any) -> str:

@@ -4,13 +4,13 @@ The live `opd` node and `agent replay` both run this class, so a recorded run re
 code that decided it. Per student frame it returns the gate's decision with its context: the frame's stamp,
 the time it was decided (`now`) and the newest teacher stamp the buffer held (`teacher_upto`). The context
 is what a decision depends on besides the messages themselves, which arrive in an order no bag keeps to
-the microsecond; the live node publishes it on /opd/gate, and replay feeds teacher states up to
+the microsecond; the live node publishes it on /opd/gate (agent_interfaces/GateState, float64 fields:
+exact), and replay feeds teacher states up to
 `teacher_upto` and decides at `now`, so the replayed decision sees what the live one saw.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,9 +78,3 @@ class DecisionStream:
         """Frames and teacher states the buffer refused, by reason."""
         return dict(self.learner.buffers[0].counts)
 
-
-def context_values(d: StreamDecision) -> dict[str, str]:
-    """A decision's context as /opd/gate key values; `repr` round-trips floats, so replay reads back the
-    exact values the node decided with."""
-    upto = "nan" if math.isnan(d.teacher_upto) else repr(d.teacher_upto)
-    return {"stamp": repr(d.stamp), "decided_at": repr(d.now), "teacher_upto": upto}

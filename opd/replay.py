@@ -13,8 +13,8 @@ Three passes over the bag:
    of its arrival, resized and encoded in batches through the deployed runtime (ONNX Runtime by default),
    which the live graph cannot do. When the bag holds the live encoder's output (`state`), exactly the
    frames it encoded are encoded (the live one drops frames under load); otherwise every frame with a
-   window. `--reuse-state` skips this pass and takes the recorded embeddings, when the bag says they come
-   from this artifact (`opd.bag_input.ARTIFACT_KEY`; refused otherwise);
+   window. `--reuse-state` skips this pass and takes the recorded embeddings, when each names this
+   artifact's encoder (StateEmbedding.encoder_hash; the first that names another stops the replay);
 3. decide: frames and teacher states in arrival order through the core. A frame the live gate decided
    (its /opd/gate record) is decided at the recorded time after exactly the teacher states the live one had
    (`teacher_upto`); when the bag holds such records, frames without one (dropped by the live node's
@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from opd.bag_input import BagError, BagInput, BagMessage, BagTopics, gate_values, stamp_ns
+from opd.bag_input import BagError, BagInput, BagMessage, BagTopics, stamp_ns
 from opd.decision_stream import DecisionStream
 from opd.gate import Gate, GateConfig
 from opd.live import DEFAULT_OPD_CONFIG, DEFAULT_TEACHER, load_learner
@@ -53,11 +53,11 @@ from policies.message_fields import (
     MessageError,
     checked_stamp,
     compressed_to_rgb,
-    embedding_names,
     image_to_rgb,
     imu_to_sample,
     msg_to_action,
     msg_to_embedding,
+    msg_to_gate,
     msg_to_privileged,
     msg_to_skill_state,
     privileged_names,
@@ -173,7 +173,7 @@ class Recorded:
     states: dict[int, Frame] = field(default_factory=dict)  # stamp ns -> the live encoder's frame
     # stamp ns -> (log time s, skill, params (P,)) of the first executed action with that stamp
     executed: dict[int, tuple[float, int, np.ndarray]] = field(default_factory=dict)
-    gate: dict[int, dict[str, str]] = field(default_factory=dict)  # stamp ns -> /opd/gate values
+    gate: dict[int, dict[str, Any]] = field(default_factory=dict)  # stamp ns -> /opd/gate (msg_to_gate)
 
 
 class Replay:
@@ -208,7 +208,6 @@ class Replay:
         rec = Recorded()
         c = self.contract
         emb_dim = self.artifact.manifest["config"]["student"]["encoder"]["embed_dim"]
-        names = embedding_names(emb_dim)
         fields = self.artifact.model("predictor").get("fields") or []
         priv_names = privileged_names(fields)
         roles = ("privileged", "teacher_action", "state", "executed", "gate")
@@ -218,12 +217,10 @@ class Replay:
         for m in self._read(bag.messages(roles if self.reuse_state else (*roles, *sensors), stamps_only)):
             t1 = time.perf_counter()
             try:
-                if m.role == "gate":  # DiagnosticStatus: no header; the stamp is in its values
-                    values = gate_values(m.msg)
-                    if "stamp" in values:
-                        rec.gate[stamp_ns(float(values["stamp"]))] = values
-                    continue
                 stamp = checked_stamp(m.stamp or m.msg.header.stamp)
+                if m.role == "gate":
+                    rec.gate[stamp_ns(stamp)] = msg_to_gate(m.msg)
+                    continue
                 self.stats[m.topic].add(stamp, m.log_s)
                 if m.msg is None:  # stamp only
                     continue
@@ -239,13 +236,25 @@ class Replay:
                 elif m.role == "executed":
                     rec.executed.setdefault(stamp_ns(stamp), (m.log_s, *msg_to_action(m.msg, c)))
                 elif m.role == "state":
-                    emb = msg_to_embedding(m.msg, names) if self.reuse_state else None
+                    emb = self._recorded_embedding(m, emb_dim) if self.reuse_state else None
                     rec.states.setdefault(stamp_ns(stamp), Frame(stamp, m.log_s, emb))
             except (MessageError, ValueError) as err:
                 reason = err.reason if isinstance(err, MessageError) else "invalid"
                 bag.skips.add(m.topic, reason, m.log_s, str(err))
             self.timings["decode"] += time.perf_counter() - t1
         return rec
+
+    def _recorded_embedding(self, m: BagMessage, dim: int) -> np.ndarray:
+        """A recorded embedding (E,) for --reuse-state; one of another encoder stops the replay."""
+        encoder = self.artifact.encoder_hash
+        if m.msg.encoder_hash != encoder:
+            raise BagError(
+                f"--reuse-state: {m.topic} at log time {m.log_s:.6f} s holds an embedding of encoder "
+                f"{m.msg.encoder_hash[:12] or '(unnamed)'}..., not {self.artifact.root}'s "
+                f"({encoder[:12]}...); "
+                "replay without --reuse-state to re-encode the camera"
+            )
+        return msg_to_embedding(m.msg, dim, encoder)
 
     # ---- pass 2 ---------------------------------------------------------------------------------------
     def _encode(self, bag: BagInput, rec: Recorded) -> list[Frame]:
@@ -416,17 +425,9 @@ class Replay:
     # ---- all of it ------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         with BagInput(self.bag_path, self.cfg.topics) as bag:
-            if self.reuse_state:
-                recorded = bag.recorded_artifact()
-                if not bag.has("state"):
-                    raise BagError(f"--reuse-state: {self.bag_path} has no recorded state embeddings "
-                                   f"({self.cfg.topics.name('state')})")  # fmt: skip
-                if recorded != self.artifact_hash:
-                    raise BagError(
-                        f"--reuse-state: the bag's embeddings come from artifact {recorded or 'unknown'}, "
-                        f"not {self.artifact.root} ({self.artifact_hash[:12]}); replay without --reuse-state "
-                        "to re-encode the camera"
-                    )
+            if self.reuse_state and not bag.has("state"):
+                raise BagError(f"--reuse-state: {self.bag_path} has no recorded state embeddings "
+                               f"({self.cfg.topics.name('state')})")  # fmt: skip
             rec = self._index(bag)
             if self.reuse_state:
                 frames = sorted(rec.states.values(), key=lambda f: f.arrival)

@@ -15,8 +15,8 @@ from typing import Literal
 import numpy as np
 import yaml
 
-from opd.bag_input import ARTIFACT_KEY, BagTopics
-from policies.artifact import MANIFEST, Artifact, sha256_file
+from opd.bag_input import BagTopics, typestore
+from policies.artifact import Artifact
 
 START_S = 1_760_000_000.0  # first stamp, s (a Unix time, as a robot's clock gives)
 
@@ -40,15 +40,14 @@ def write_synthetic_bag(
 ) -> Path:
     """Write the bag directory `path` (must not exist); returns it. `split` > 1 writes that many storage
     files in one bag (a split recording); `embedded_types=False` (sqlite3 only) leaves the message
-    definitions out; `state_embeddings` adds recorded embeddings (seeded noise, as if from `artifact`: its
-    manifest hash is stored, for --reuse-state)."""
+    definitions out; `state_embeddings` adds recorded embeddings (seeded noise, as if from `artifact`'s
+    encoder: they name its hash, for --reuse-state)."""
     from rosbags.rosbag2 import StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
 
     if not embedded_types and storage != "sqlite3":
         raise ValueError("bags without embedded message definitions are written as sqlite3 (as Humble did)")
     path, topics = Path(path), topics or BagTopics()
-    ts = get_typestore(Stores.ROS2_KILTED)
+    ts = typestore()
     rng = np.random.default_rng(seed)
     hw = image_hw or tuple(artifact.manifest["preprocessing"]["image"][k] for k in ("height", "width"))
     fields = artifact.model("predictor").get("fields") or []
@@ -64,8 +63,6 @@ def write_synthetic_bag(
         for i, idx in enumerate(parts):
             part = Path(tmp) / f"part{i}"
             writer = Writer(part, version=9, storage_plugin=plugin)
-            if state_embeddings:
-                writer.set_custom_data(ARTIFACT_KEY, sha256_file(artifact.root / MANIFEST))
             writer.open()
             conns = {}
             for topic, msgtype in sorted({(m[0], m[2]) for m in msgs}):
@@ -161,15 +158,14 @@ def _messages(ts, rng, seconds, camera_hz, imu_hz, latency_s, hw, encoding, fiel
 def _embeddings(ts, rng, msgs, artifact, topics):
     """One embedding per camera frame, stamped with it, arriving 10 ms after the image."""
     dim = artifact.manifest["config"]["student"]["encoder"]["embed_dim"]
-    names = [f"e{i}" for i in range(dim)]
     out = []
     for topic, log_s, _, msg in msgs:
         if topic == topics.name("camera"):
-            state = ts.types["sensor_msgs/msg/JointState"](
-                header=msg.header, name=names, position=rng.normal(size=dim), velocity=np.zeros(0),
-                effort=np.zeros(0),
+            state = ts.types["agent_interfaces/msg/StateEmbedding"](
+                header=msg.header, encoder_hash=artifact.encoder_hash, skill=0, progress=0.0, step=0,
+                data=rng.normal(size=dim).astype(np.float32),
             )  # fmt: skip
-            out.append((topics.name("state"), log_s + 0.01, "sensor_msgs/msg/JointState", state))
+            out.append((topics.name("state"), log_s + 0.01, "agent_interfaces/msg/StateEmbedding", state))
     return out
 
 

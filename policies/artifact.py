@@ -97,3 +97,9 @@ class Artifact:
 
     def sha256(self, filename: str) -> str:
         return self.manifest["files"][filename]["sha256"]
+
+    @property
+    def encoder_hash(self) -> str:
+        """SHA-256 of the encoder graph: what a state embedding was computed by. Student versions written
+        online keep their base's encoder (`policies.export.export_head_version`), so they share it."""
+        return self.sha256(self.model("encoder")["onnx"])

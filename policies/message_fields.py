@@ -23,6 +23,7 @@ IMAGE_ENCODINGS = ("rgb8", "bgr8")  # what the live encoder takes on /camera/ima
 REPLAY_ENCODINGS = (*IMAGE_ENCODINGS, "mono8")  # recorded robot cameras: mono8 too
 COMPRESSED_FORMATS = ("jpeg", "png")  # sensor_msgs/CompressedImage
 SKILL_STATE_NAMES = ("skill", "progress", "step")
+SOURCES = ("student", "teacher", "safe")  # agent_interfaces/HybridAction.SOURCE_*, by value
 
 
 class MessageError(ValueError):
@@ -117,46 +118,77 @@ def _short(names: list[str]) -> str:
     return f"{names[:5]}{'...' if len(names) > 5 else ''} (n={len(names)})"
 
 
-def embedding_names(dim: int) -> list[str]:
-    return [f"e{i}" for i in range(dim)]
-
-
-def msg_to_embedding(msg: Any, names: list[str]) -> np.ndarray:
-    """JointState -> state embedding (E,) float32, checked against `names` = embedding_names(E)."""
-    values = joint_values(msg, names, "state embedding")
-    with np.errstate(over="ignore"):
-        embedding = values.astype(np.float32)
-    if not np.all(np.isfinite(embedding)):  # finite as float64, not as the model's float32
-        bad = names[int(np.argmin(np.isfinite(embedding)))]
-        raise MessageError("nonfinite", f"state embedding: {bad!r} overflows float32")
+def msg_to_embedding(msg: Any, dim: int, encoder_hash: str) -> np.ndarray:
+    """agent_interfaces/StateEmbedding -> state embedding (E,) float32, checked: computed by the encoder
+    `encoder_hash` names (`Artifact.encoder_hash`), `dim` values, all finite."""
+    if msg.encoder_hash != encoder_hash:
+        raise MessageError("encoder", f"state embedding from encoder {msg.encoder_hash[:12] or '(unnamed)'}"
+                           f"..., this node's artifact has encoder {encoder_hash[:12]}...: embeddings of "
+                           "different encoders are not comparable")  # fmt: skip
+    embedding = np.asarray(msg.data, dtype=np.float32)
+    if embedding.shape != (dim,):
+        raise MessageError("size", f"state embedding has {embedding.size} values, the artifact's is {dim}")
+    if not np.all(np.isfinite(embedding)):
+        bad = int(np.argmin(np.isfinite(embedding)))
+        raise MessageError("nonfinite", f"state embedding: NaN/Inf at index {bad}")
     return embedding
 
 
-def action_names(contract: SkillContract) -> list[str]:
-    """Layout of a hybrid action message: "skill", then "<skill>.<param>" over the contract's slots."""
-    return ["skill"] + [f"{s.name}.{p.name}" for s in contract.skills for p in s.params]
+def param_names(contract: SkillContract) -> list[str]:
+    """The contract's parameter slots as "<skill>.<param>", in the order of a hybrid action's `params`."""
+    return [f"{s.name}.{p.name}" for s in contract.skills for p in s.params]
 
 
 def msg_to_action(msg: Any, contract: SkillContract, bounded: bool = True) -> tuple[int, np.ndarray]:
-    """Decode and check a hybrid action: names, integral skill id in range, params (P,) within bounds.
+    """Decode and check agent_interfaces/HybridAction: written in this contract (its fingerprint), a known
+    source, skill id and name of the contract, params (P,) finite and within bounds.
 
     A robot passes `bounded=False`: it clips parameters into the contract itself (SkillContract.clip).
     """
-    names = action_names(contract)
-    values = joint_values(msg, names, "action")
-    skill_value, params = values[0], values[1:]  # (P,)
-    if skill_value != math.floor(skill_value) or not 0 <= skill_value < contract.num_skills:
-        raise MessageError("skill", f"action skill id {skill_value} is not an integer in "
-                           f"[0, {contract.num_skills - 1}] ({contract.names})")  # fmt: skip
+    if msg.contract != contract.fingerprint:
+        raise MessageError("contract", f"action written in contract {msg.contract or '(unnamed)'!r}, "
+                           f"this node holds {contract.fingerprint!r} ({contract.robot}: "
+                           f"{contract.names})")  # fmt: skip
+    if msg.source >= len(SOURCES):
+        raise MessageError("source", f"action source {msg.source} not one of {list(enumerate(SOURCES))}")
+    skill = int(msg.skill)
+    if skill >= contract.num_skills or msg.skill_name != contract.names[skill]:
+        raise MessageError("skill", f"action skill {skill} {msg.skill_name!r} is not a skill of the "
+                           f"contract {list(enumerate(contract.names))}")  # fmt: skip
+    params = np.asarray(msg.params, dtype=np.float64)  # (P,)
+    names = param_names(contract)
+    if params.shape != (len(names),):
+        raise MessageError("size", f"action has {params.size} params, the contract's slots: {_short(names)}")
+    if not np.all(np.isfinite(params)):
+        bad = names[int(np.argmin(np.isfinite(params)))]
+        raise MessageError("nonfinite", f"action: NaN/Inf in {bad!r}")
     if not bounded:
-        return int(skill_value), params
+        return skill, params
     layout = contract.layout
     bad = np.flatnonzero((params < layout.low) | (params > layout.high))
     if bad.size:
         i = int(bad[0])
-        raise MessageError("bounds", f"action {names[i + 1]} = {params[i]} outside "
+        raise MessageError("bounds", f"action {names[i]} = {params[i]} outside "
                            f"[{layout.low[i]}, {layout.high[i]}]")  # fmt: skip
-    return int(skill_value), params
+    return skill, params
+
+
+def action_source(msg: Any) -> str:
+    """Who decided a checked HybridAction: one of SOURCES."""
+    return SOURCES[msg.source]
+
+
+def msg_to_gate(msg: Any) -> dict[str, Any]:
+    """agent_interfaces/GateState -> the decision as replay compares it: stamp (s), source, reason, error,
+    threshold, and the context it was made in (decided_at, teacher_upto: NaN = no teacher state yet)."""
+    if msg.source >= 2:
+        raise MessageError("source", f"gate source {msg.source} is neither student (0) nor teacher (1)")
+    values = {"error": msg.error, "threshold": msg.threshold, "decided_at": msg.decided_at,
+              "teacher_upto": msg.teacher_upto}  # fmt: skip
+    if math.isnan(msg.decided_at) or math.isinf(msg.teacher_upto):
+        raise MessageError("nonfinite", f"gate context not finite: {values}")
+    return {"stamp": checked_stamp(msg.header.stamp), "source": SOURCES[msg.source], "reason": msg.reason,
+            **values}
 
 
 def msg_to_skill_state(msg: Any, num_skills: int) -> tuple[int, float, float]:

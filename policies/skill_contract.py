@@ -10,6 +10,8 @@ their defaults, so an action is always inside the bounds.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -96,6 +98,13 @@ class SkillContract(Config):
     @cached_property
     def layout(self) -> ParamLayout:
         return ParamLayout.from_skills(self.skills)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """16 hex digits of SHA-256 over the whole contract: actions name it (agent_interfaces/HybridAction),
+        so a node holding another contract refuses them instead of misreading the parameter slots."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
     def num_params(self) -> int:

@@ -3,6 +3,7 @@ counterfactual gates, and bad input: the bag is never modified, skips are report
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import shutil
@@ -103,6 +104,21 @@ def test_without_a_teacher_stream_the_student_acts_alone_and_the_report_says_so(
 def test_reuse_state_is_refused_without_embeddings_from_this_artifact(split_bag) -> None:
     with pytest.raises(BagError, match="no recorded state embeddings"):
         Replay(split_bag, ARTIFACT, load_config(None), reuse_state=True).run()
+
+
+def test_reuse_state_takes_embeddings_that_name_this_encoder_and_stops_at_another(artifact, tmp_path) -> None:
+    """Each recorded StateEmbedding names its encoder: those of this artifact's are decided on; the first
+    of another encoder stops the replay with its topic and time."""
+    ours = write_synthetic_bag(tmp_path / "ours", artifact, 2.0, state_embeddings=True)
+    result = Replay(ours, ARTIFACT, load_config(None), reuse_state=True).run()
+    assert result["mode"] == "reuse_state" and result["decisions"] > 30
+    manifest = copy.deepcopy(artifact.manifest)
+    manifest["files"][artifact.model("encoder")["onnx"]]["sha256"] = "0" * 64
+    other = Artifact(artifact.root, manifest)  # another encoder (not loaded: nothing to verify)
+    theirs = write_synthetic_bag(tmp_path / "theirs", other, 2.0, state_embeddings=True)
+    where = r"/agent/state at log time \d+\.\d+ s holds an embedding of encoder 0000"
+    with pytest.raises(BagError, match=where):
+        Replay(theirs, ARTIFACT, load_config(None), reuse_state=True).run()
 
 
 @pytest.mark.parametrize("storage", ["sqlite3", "mcap"])

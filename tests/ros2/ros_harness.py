@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import numpy as np
 
 from policies.preprocessing import check_image, check_imu, check_scalar, check_skill
 from policies.skill_contract import SkillContract
+
+FAKE_ENCODER = "fe" * 32  # the encoder hash FakeRuntime's embeddings name
 
 
 class FakeRuntime:
@@ -23,6 +26,7 @@ class FakeRuntime:
     image_hw = (32, 32)
     imu_window = 8
     embed_dim = 16
+    artifact = SimpleNamespace(encoder_hash=FAKE_ENCODER)
 
     def __init__(self, contract: SkillContract, skill: int = 0, params: np.ndarray | None = None) -> None:
         self.contract = contract

@@ -13,7 +13,7 @@ from agent.nodes.encoder import GATES, EncoderNode
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
-from ros_harness import FakeRuntime, Probe, SensorFeed, spin_for, spin_until
+from ros_harness import FAKE_ENCODER, FakeRuntime, Probe, SensorFeed, spin_for, spin_until
 from sensor_msgs.msg import Image
 
 Rig = tuple[EncoderNode, Probe, MultiThreadedExecutor, FakeRuntime]
@@ -56,13 +56,13 @@ def test_embedding_is_stamped_with_the_image_and_uses_the_imu_window_ending_ther
         stamps.append(t)
         spin_for(executor, 0.05)
     assert spin_until(executor, lambda: len(probe.received["/agent/state"]) >= 3)
-    names = [f"e{i}" for i in range(runtime.embed_dim)]
     for msg in probe.received["/agent/state"]:
         stamp = stamp_to_sec(msg.header.stamp)
         i = int(np.argmin(np.abs(np.array(stamps) - stamp)))
         assert stamp == pytest.approx(stamps[i], abs=1e-6)  # stamped with its image
         assert msg.header.frame_id == "camera"
-        assert msg_to_embedding(msg, names)[0] == pytest.approx(10 * i / 255.0)  # and computed from it
+        emb = msg_to_embedding(msg, runtime.embed_dim, FAKE_ENCODER)  # names the runtime's encoder
+        assert emb[0] == pytest.approx(10 * i / 255.0)  # and computed from it
     for call in runtime.encoded:
         window = call["imu"]  # (8, 6); accel.x holds each sample's offset from t0
         assert window.shape == (runtime.imu_window, 6)
@@ -73,6 +73,8 @@ def test_embedding_is_stamped_with_the_image_and_uses_the_imu_window_ending_ther
         assert -node.imu_buffer.tolerance_s - 1e-4 <= window[-1, 0] - last <= 1e-5
     assert runtime.encoded[-1]["skill"] == 1 and runtime.encoded[-1]["progress"] == 0.25
     assert runtime.encoded[-1]["step"] == 7.0
+    last = probe.received["/agent/state"][-1]
+    assert (last.skill, last.progress, last.step) == (1, 0.25, 7)  # the skill state it was encoded with
 
 
 # max_latency_s well above the test's own waits: a loaded machine must not turn the wait into a late drop.

@@ -8,14 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from agent import graph
 from agent.base_command import velocity_of
 from agent.host_steal import read_steal_s
-from agent.messages import ActionCodec
+from agent.messages import action_source, msg_to_action
 
+from opd.bag_input import typestore
 from policies.artifact import Artifact
 
 AGENT = Path(sys.executable).with_name("agent")
@@ -30,7 +30,6 @@ def test_run_records_a_bag_that_rosbags_reads_and_leaves_the_robot_stopped(
     tiny_artifact: Path, tiny_teacher: Path, tmp_path: Path
 ) -> None:
     from rosbags.highlevel import AnyReader
-    from rosbags.typesys import Stores, get_typestore
 
     bag = tmp_path / "bag"
     out = agent("run", "--artifact", str(tiny_artifact), "--teacher", str(tiny_teacher), "--drive", "teacher",
@@ -43,8 +42,7 @@ def test_run_records_a_bag_that_rosbags_reads_and_leaves_the_robot_stopped(
     custom = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]["custom_data"]
     assert json.loads(custom["agent.launch_args"])["drive"] == "teacher"
     contract = Artifact.load(tiny_artifact).contract
-    codec_names = ActionCodec(contract).names
-    with AnyReader([bag], default_typestore=get_typestore(Stores.ROS2_KILTED)) as reader:
+    with AnyReader([bag], default_typestore=typestore()) as reader:
         assert {c.topic: c.msgtype for c in reader.connections} == {
             t.name: t.msg_type for t in graph.TOPICS.values()
         }
@@ -55,15 +53,13 @@ def test_run_records_a_bag_that_rosbags_reads_and_leaves_the_robot_stopped(
             last[conn.topic] = msg = reader.deserialize(raw, conn.msgtype)
             counts[conn.topic] = counts.get(conn.topic, 0) + 1
             if conn.topic in actions:
-                actions[conn.topic][msg.header.stamp.sec, msg.header.stamp.nanosec] = list(msg.position)
+                actions[conn.topic][msg.header.stamp.sec, msg.header.stamp.nanosec] = [msg.skill, *msg.params]
     for topic in ("/camera/image_raw", "/imu/data", "/sim/privileged_state", "/teacher/action", "/clock"):
         assert counts.get(topic, 0) > 10, (topic, counts)
     assert counts["/imu/data"] > 5 * counts["/camera/image_raw"]  # 200 Hz vs 20 Hz
     teacher = last["/teacher/action"]
-    assert list(teacher.name) == codec_names
-    skill, params = int(teacher.position[0]), np.asarray(teacher.position[1:])
-    assert 0 <= skill < contract.num_skills
-    assert np.all((contract.layout.low <= params) & (params <= contract.layout.high))
+    skill, params = msg_to_action(teacher, contract)  # the contract's, within its bounds
+    assert action_source(teacher) == "teacher" and teacher.skill_name == contract.names[skill]
     # --drive teacher: the robot executed the teacher's actions, each with the stamp of the state it answers
     # (the safe action, stamped when sent, only while the teacher had not acted yet).
     teacher_actions = actions["/teacher/action"]
@@ -72,7 +68,8 @@ def test_run_records_a_bag_that_rosbags_reads_and_leaves_the_robot_stopped(
     others = [v for k, v in actions["/opd/action"].items() if k not in teacher_actions]
     assert all(int(v[0]) == contract.safe_skill_id for v in others)
     # The opd node's last word before the graph stopped: the safe action, and a zero Twist.
-    assert int(last["/opd/action"].position[0]) == contract.safe_skill_id
+    final = last["/opd/action"]
+    assert final.skill == contract.safe_skill_id and action_source(final) == "safe"
     assert velocity_of(last["/cmd_vel"]) == (0.0, 0.0)
 
 

@@ -8,26 +8,32 @@ import numpy as np
 import pytest
 from agent.base_command import TwistMapping
 from agent.messages import (
+    SOURCES,
     ActionCodec,
     MessageError,
+    action_source,
     checked_stamp,
-    embedding_names,
     embedding_to_msg,
     image_to_rgb,
     imu_to_sample,
     msg_to_embedding,
+    msg_to_gate,
     msg_to_skill_state,
+    param_names,
     rgb_to_image,
     sample_to_imu,
     sec_to_stamp,
     skill_state_to_msg,
     stamp_to_sec,
 )
+from agent_interfaces.msg import GateState, HybridAction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-from sensor_msgs.msg import Image, JointState
+from rclpy.serialization import serialize_message
+from sensor_msgs.msg import Image
 
+from opd.bag_input import typestore
 from policies.skill_contract import SkillContract
 
 images = arrays(np.uint8, st.tuples(st.integers(1, 12), st.integers(1, 12), st.just(3)))
@@ -95,20 +101,43 @@ def test_imu_round_trip_and_rejects() -> None:
     assert err.value.reason == "missing"
 
 
-def test_embedding_layout_is_checked() -> None:
-    names = embedding_names(4)
+HASH = "ab" * 32  # an encoder's SHA-256
+
+
+def test_embedding_names_its_encoder_and_is_checked() -> None:
     emb = np.array([0.5, -1.0, 2.0, 0.0], dtype=np.float32)
-    msg = embedding_to_msg(emb, 2.0, "cam", names)
-    assert msg.name == ["e0", "e1", "e2", "e3"] and msg.header.frame_id == "cam"
-    assert np.array_equal(msg_to_embedding(msg, names), emb)
-    for bad, reason in [(embedding_names(5), "layout"), (names, "nonfinite")]:
-        broken = embedding_to_msg(np.full(len(bad), np.nan if reason == "nonfinite" else 0.0), 2.0, "c", bad)
+    msg = embedding_to_msg(emb, 2.0, "cam", HASH, (1, 0.25, 7))
+    assert (msg.encoder_hash, msg.skill, msg.progress, msg.step) == (HASH, 1, 0.25, 7)
+    assert msg.header.frame_id == "cam" and stamp_to_sec(msg.header.stamp) == 2.0
+    assert np.array_equal(msg_to_embedding(msg, 4, HASH), emb)
+    cases = [(emb, 5, HASH, "size"), (np.full(4, np.nan), 4, HASH, "nonfinite"),
+             (emb, 4, "cd" * 32, "encoder")]  # fmt: skip
+    for values, dim, expected_hash, reason in cases:
         with pytest.raises(MessageError) as err:
-            msg_to_embedding(broken, names)
+            msg_to_embedding(embedding_to_msg(values, 2.0, "c", HASH, (0, 0.0, 0)), dim, expected_hash)
         assert err.value.reason == reason
-    short = JointState(name=names, position=[0.0, 1.0])
-    with pytest.raises(MessageError, match="2 positions for 4 names"):
-        msg_to_embedding(short, names)
+    with pytest.raises(MessageError, match="encoder abababababab..., this node's artifact has encoder cdcd"):
+        msg_to_embedding(msg, 4, "cd" * 32)
+
+
+def test_source_names_are_the_generated_constants() -> None:
+    assert [getattr(HybridAction, f"SOURCE_{s.upper()}") for s in SOURCES] == list(range(len(SOURCES)))
+
+
+def test_bags_decode_what_rclpy_serialises() -> None:
+    """The recorder stores rclpy's CDR bytes and replay decodes them with the `rosbags` typestore built
+    from the same .msg files: every field must come back."""
+    ts = typestore()
+    msg = embedding_to_msg(np.arange(3, dtype=np.float32), 4.5, "cam", HASH, (2, 0.5, 9))
+    back = ts.deserialize_cdr(serialize_message(msg), "agent_interfaces/msg/StateEmbedding")
+    assert (back.encoder_hash, back.skill, back.progress, back.step) == (HASH, 2, 0.5, 9)
+    assert back.data.tolist() == [0.0, 1.0, 2.0] and back.header.stamp.sec == 4
+    gate = GateState(source=1, reason="error", error=0.25, threshold=0.15, decided_at=5.5,
+                     teacher_upto=float("nan"))  # fmt: skip
+    gate.header.stamp = sec_to_stamp(5.0)
+    decoded = msg_to_gate(ts.deserialize_cdr(serialize_message(gate), "agent_interfaces/msg/GateState"))
+    assert decoded["source"] == "teacher" and decoded["stamp"] == 5.0 and decoded["decided_at"] == 5.5
+    assert np.isnan(decoded["teacher_upto"])
 
 
 @pytest.fixture
@@ -123,41 +152,49 @@ def test_any_action_within_the_contract_round_trips(contract: SkillContract, dat
     layout = contract.layout
     skill = data.draw(st.integers(0, contract.num_skills - 1))
     params = np.array([data.draw(st.floats(lo, hi)) for lo, hi in zip(layout.low, layout.high, strict=True)])
-    decoded_skill, decoded = codec.from_msg(codec.to_msg(skill, params, 5.0))
+    source = data.draw(st.sampled_from(SOURCES))
+    msg = codec.to_msg(skill, params, 5.0, source)
+    assert msg.skill_name == contract.names[skill] and action_source(msg) == source
+    decoded_skill, decoded = codec.from_msg(msg)
     assert decoded_skill == skill and np.array_equal(decoded, params)
 
 
-def test_action_names_follow_the_contract(codec: ActionCodec) -> None:
-    assert codec.names == ["skill", "drive.speed", "drive.curvature", "turn_in_place.turn_rate", "stop.decel"]
+def test_action_params_follow_the_contract(codec: ActionCodec) -> None:
+    assert param_names(codec.contract) == ["drive.speed", "drive.curvature", "turn_in_place.turn_rate",
+                                           "stop.decel"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("skill", "change", "reason"),
+    ("change", "reason"),
     [
-        (7, None, "skill"),
-        (0.5, None, "skill"),
-        (-1, None, "skill"),
-        (0, (0, 99.0), "bounds"),
-        (0, (1, np.nan), "nonfinite"),
+        ({"skill": 7}, "skill"),
+        ({"skill_name": "turn_in_place"}, "skill"),  # id 0 is drive
+        ({"source": 3}, "source"),
+        ({"params": [0.1, 0.2]}, "size"),
+        ({"params": [99.0, 0.0, 0.0, 1.0]}, "bounds"),
+        ({"params": [0.1, float("nan"), 0.0, 1.0]}, "nonfinite"),
+        ({"contract": "0123456789abcdef"}, "contract"),
     ],
 )
-def test_malformed_actions_are_rejected(codec: ActionCodec, skill: float, change: tuple, reason: str) -> None:
-    params = codec.contract.layout.defaults.copy()
-    if change:
-        params[change[0]] = change[1]
-    msg = codec.to_msg(0, params, 1.0)
-    msg.position[0] = float(skill)
+def test_malformed_actions_are_rejected(codec: ActionCodec, change: dict, reason: str) -> None:
+    msg = codec.to_msg(0, codec.contract.layout.defaults, 1.0, "student")
+    for field, value in change.items():
+        setattr(msg, field, value)
     with pytest.raises(MessageError) as err:
         codec.from_msg(msg)
     assert err.value.reason == reason
 
 
-def test_action_from_another_contract_is_rejected(codec: ActionCodec) -> None:
-    msg = codec.to_msg(0, codec.contract.layout.defaults, 1.0)
-    msg.name[1] = "drive.velocity"
-    with pytest.raises(MessageError, match="do not match") as err:
+def test_action_of_another_contract_is_rejected(codec: ActionCodec) -> None:
+    """Same skills, one bound changed: the fingerprint differs, so the slots are not trusted."""
+    data = codec.contract.model_dump()
+    data["skills"][0]["params"][0]["high"] = 2.0
+    other = SkillContract.from_dict(data)
+    assert other.fingerprint != codec.contract.fingerprint
+    msg = ActionCodec(other).to_msg(0, codec.contract.layout.defaults, 1.0, "teacher")
+    with pytest.raises(MessageError, match="written in contract") as err:
         codec.from_msg(msg)
-    assert err.value.reason == "layout"
+    assert err.value.reason == "contract"
 
 
 def test_skill_state_round_trip_and_ranges(contract: SkillContract) -> None:
@@ -184,3 +221,14 @@ def test_twist_mapping_needs_the_robots_controller(contract: SkillContract) -> N
     other = contract.model_copy(update={"robot": "quadruped"})
     with pytest.raises(ValueError, match="robot 'quadruped' has no Twist mapping"):
         TwistMapping(other)
+
+
+def test_the_embedding_message_is_a_quarter_of_the_joint_state_layout_it_replaced() -> None:
+    """`agent bench messages` (sizes only here; its timings are figures, not asserted)."""
+    from agent.message_bench import bench_messages
+
+    layouts = bench_messages(dim=256, iters=3)["layouts"]  # asserts each carries the embedding exactly
+    ours = layouts["agent_interfaces/StateEmbedding"]["bytes"]
+    floor = layouts["std_msgs/Float32MultiArray"]["bytes"]
+    assert ours < layouts["sensor_msgs/JointState (e0..e{E-1})"]["bytes"] / 4
+    assert ours - floor < 120  # header + encoder hash + skill state over the bare array

@@ -77,8 +77,8 @@ def test_node_processes_turn_camera_and_imu_into_bounded_commands(
         states = {usec(m) for m in probe.received["/agent/state"]}
         assert states <= image_stamps and len(states) >= 10  # each embedding stamped with its image
         # drive student: the student's proposals are executed, with their image stamps.
-        proposed = {usec(m): list(m.position) for m in from_images("/agent/action")}
-        assert all(proposed[usec(m)] == list(m.position) for m in from_images("/opd/action"))
+        proposed = {usec(m): (m.skill, list(m.params)) for m in from_images("/agent/action")}
+        assert all(proposed[usec(m)] == (m.skill, list(m.params)) for m in from_images("/opd/action"))
         # Every base command is the Twist of an executed action (each decodes within the contract). Their
         # one-to-one pairing is tested in test_opd_node.py, where no message can go out before discovery.
         twists = {mapping.velocity(*codec.from_msg(m)) for m in probe.received["/opd/action"]}

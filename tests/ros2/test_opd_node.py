@@ -18,8 +18,8 @@ from agent import graph
 from agent.base_command import TwistMapping, velocity_of
 from agent.lifecycle_node import stop_executor
 from agent.messages import (
+    SOURCES,
     ActionCodec,
-    embedding_names,
     embedding_to_msg,
     privileged_names,
     privileged_to_msg,
@@ -111,7 +111,7 @@ def test_the_robot_executes_the_drive_sources_action_and_cmd_vel_is_its_twist(
     for i in range(4):  # both sources act at 20 Hz, each action stamped with the input it answers
         for k, topic in enumerate((STUDENT, TEACHER)):
             stamp = t0 + 0.05 * i + 0.01 * k
-            sent[topic].append(codec.to_msg(*proposals[topic], stamp))
+            sent[topic].append(codec.to_msg(*proposals[topic], stamp, "student" if k == 0 else "teacher"))
             probe.publish(topic, sent[topic][-1])
         spin_for(executor, 0.05)
     source = graph.DRIVE_SOURCES[drive]
@@ -119,7 +119,8 @@ def test_the_robot_executes_the_drive_sources_action_and_cmd_vel_is_its_twist(
     out = lambda: [m for m in probe.received[ACTION] if codec.from_msg(m)[0] != safe]  # noqa: E731
     assert spin_until(executor, lambda: len(out()) == len(sent[source]))
     for got, want in zip(out(), sent[source], strict=True):  # the source's actions, with their stamps
-        assert got.header.stamp == want.header.stamp and list(got.position) == list(want.position)
+        assert got.header.stamp == want.header.stamp and got.source == want.source
+        assert (got.skill, list(got.params)) == (want.skill, list(want.params))
     assert_commands_pair_up(probe, codec, executor)
     assert node.student.accepted == node.teacher.accepted == 4  # the other source is checked, not executed
 
@@ -128,7 +129,8 @@ def test_the_base_command_is_twist_stamped_when_issued_in_the_base_frame(start_o
     node, probe, executor, codec = start_opd()
     before = time.time()
     probe.publish(
-        STUDENT, codec.to_msg(*codec.contract.action("drive", speed=0.4, curvature=0.5), before - 0.2)
+        STUDENT,
+        codec.to_msg(*codec.contract.action("drive", speed=0.4, curvature=0.5), before - 0.2, "student"),
     )
     assert spin_until(executor, lambda: len(probe.received[CMD_VEL]) > 0)
     cmd = probe.received[CMD_VEL][0]
@@ -172,13 +174,15 @@ def test_malformed_actions_are_rejected_and_never_executed(start_opd: Start) -> 
     node, probe, executor, codec = start_opd(teacher_timeout_s=0.2)
     t = time.time()
     skill, params = codec.contract.action("turn_in_place", turn_rate=0.7)
-    probe.publish(STUDENT, codec.to_msg(skill, params, t))
+    probe.publish(STUDENT, codec.to_msg(skill, params, t, "student"))
     assert spin_until(executor, lambda: len(acted(probe, codec)) == 1)
 
     bad_params = params.copy()
     bad_params[0] = 99.0  # drive.speed far outside its bounds
-    probe.publish(STUDENT, codec.to_msg(skill, bad_params, t + 0.05))
-    probe.publish(STUDENT, codec.to_msg(7, params, t + 0.1))  # no skill 7
+    probe.publish(STUDENT, codec.to_msg(skill, bad_params, t + 0.05, "student"))
+    no_skill = codec.to_msg(skill, params, t + 0.1, "student")
+    no_skill.skill = 7  # no skill 7
+    probe.publish(STUDENT, no_skill)
     assert spin_until(executor, lambda: sum(node.student.rejected.values()) == 2)
     assert node.student.rejected == {"bounds": 1, "skill": 1}
     spin_for(executor, 0.2)  # nothing more is coming: what was executed is final
@@ -197,7 +201,7 @@ def test_drive_teacher_without_a_teacher_sends_the_safe_action_and_reports_error
     skill, params = contract.action("turn_in_place", turn_rate=0.7)
     t0 = time.time()
     for i in range(20):  # the student acts for 1 s
-        probe.publish(STUDENT, codec.to_msg(skill, params, t0 + 0.05 * i))
+        probe.publish(STUDENT, codec.to_msg(skill, params, t0 + 0.05 * i, "student"))
         spin_for(executor, 0.05)
     assert spin_until(executor, lambda: node.student.accepted == 20)
     assert spin_until(executor, lambda: len(executed(probe, codec)) >= 2)
@@ -221,7 +225,7 @@ def test_a_silent_student_gets_the_safe_action_once_then_at_the_keepalive_rate(s
     skill, params = codec.contract.action("turn_in_place", turn_rate=0.7)
     for _ in range(10):  # the student acts at 20 Hz, then goes silent
         last = time.time()
-        probe.publish(STUDENT, codec.to_msg(skill, params, last))
+        probe.publish(STUDENT, codec.to_msg(skill, params, last, "student"))
         spin_for(executor, 0.05)
     assert spin_until(executor, lambda: len(acted(probe, codec)) == 10)
     n = max(i for i, (_, k, _) in enumerate(executed(probe, codec)) if k != safe) + 1  # after the last
@@ -236,7 +240,8 @@ def test_a_silent_student_gets_the_safe_action_once_then_at_the_keepalive_rate(s
     gaps = np.diff(stops()[:3])  # stamped when sent: the keep-alive period, not a 20 Hz tick
     assert np.all(gaps >= period - 1e-3) and np.all(gaps < period + 0.3), gaps
 
-    probe.publish(STUDENT, codec.to_msg(skill, params, time.time()))  # the student is back: acting resumes
+    # the student is back: acting resumes
+    probe.publish(STUDENT, codec.to_msg(skill, params, time.time(), "student"))
     assert spin_until(executor, lambda: len(acted(probe, codec)) == 11)
     assert not node.fallback.stopped
     assert_commands_pair_up(probe, codec, executor)
@@ -245,7 +250,7 @@ def test_a_silent_student_gets_the_safe_action_once_then_at_the_keepalive_rate(s
 def test_deactivate_leaves_the_robot_on_the_safe_action(start_opd: Start) -> None:
     node, probe, executor, codec = start_opd()
     skill, params = codec.contract.action("turn_in_place", turn_rate=0.7)
-    probe.publish(STUDENT, codec.to_msg(skill, params, time.time()))
+    probe.publish(STUDENT, codec.to_msg(skill, params, time.time(), "student"))
     assert spin_until(executor, lambda: len(acted(probe, codec)) == 1)
     node.trigger_deactivate()
     assert spin_until(executor, lambda: executed(probe, codec)[-1][1] == codec.contract.safe_skill_id)
@@ -286,7 +291,8 @@ def feed_opd(
             probe.publish(PRIVILEGED, privileged_to_msg(state, 0, i, stamp, privileged_names(fields)))
             # one at a time: a reliable writer keeps 10, and a loaded machine must not see a burst of more
             assert spin_until(executor, lambda i=i: node.privileged.accepted == i + 1)
-        emb = embedding_to_msg(rng.normal(size=dim).astype(np.float32), stamp, "", embedding_names(dim))
+        values = rng.normal(size=dim).astype(np.float32)
+        emb = embedding_to_msg(values, stamp, "", art.encoder_hash, (0, 0.0, i))
         out.append((emb, state, 0))
     return out
 
@@ -317,12 +323,11 @@ def test_drive_opd_executes_the_gates_choice_with_cmd_vel_and_reports_it(
     k = codec.contract.num_skills
     for (_, skill, params), (emb, _, active), gate in zip(out, frames, probe.received[GATE], strict=True):
         if who == "student":
-            _, want_skill, want_params = student.act(np.array(emb.position, np.float32))
+            _, want_skill, want_params = student.act(np.array(emb.data, np.float32))
         else:  # the teacher acts on the newest privileged state it has seen
             want_skill, want_params = teacher.act(teacher_features(frames[-1][1][None], [active], k))
             want_skill, want_params = int(want_skill[0]), want_params[0]
-        values = {kv.key: kv.value for kv in gate.values}
-        assert values["source"] == who and gate.message == values["reason"]
+        assert SOURCES[gate.source] == who and gate.header.stamp == emb.header.stamp and gate.reason
         assert skill == want_skill and np.allclose(params, want_params, atol=1e-4)
     assert_commands_pair_up(probe, codec, executor)
 
@@ -336,8 +341,8 @@ def test_drive_opd_without_a_teacher_lets_the_student_act_alone(
     for i, (emb, _, _) in enumerate(feed_opd(probe, executor, node, tiny_artifact, 5, teacher=False)):
         probe.publish(STATE, emb)  # /agent/state keeps the newest only: one at a time
         assert spin_until(executor, lambda i=i: len(probe.received[GATE]) == i + 1)
-    assert {g.message for g in probe.received[GATE]} == {"teacher_unavailable"}
-    assert all({kv.key: kv.value for kv in g.values}["source"] == "student" for g in probe.received[GATE])
+    assert {g.reason for g in probe.received[GATE]} == {"teacher_unavailable"}
+    assert all(SOURCES[g.source] == "student" for g in probe.received[GATE])
     assert_commands_pair_up(probe, codec, executor)
 
 

@@ -15,6 +15,7 @@ from agent import graph
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE_XML = REPO / "ros2_ws" / "src" / "agent" / "package.xml"
 COLCON = Path(sys.executable).with_name("colcon")
+MESSAGES = ("StateEmbedding", "HybridAction", "GateState")  # agent_interfaces
 
 
 def test_package_xml_is_format_3_with_its_dependencies() -> None:
@@ -24,6 +25,7 @@ def test_package_xml_is_format_3_with_its_dependencies() -> None:
     messages = {"sensor_msgs", "std_msgs", "geometry_msgs", "diagnostic_msgs", "nav_msgs", "rosgraph_msgs"}
     assert {
         "rclpy",
+        "agent_interfaces",
         "launch",
         "launch_ros",
         "lifecycle_msgs",
@@ -37,9 +39,12 @@ def test_package_xml_is_format_3_with_its_dependencies() -> None:
 
 @pytest.mark.skipif(not COLCON.exists(), reason="colcon is not installed in this environment (the dev extra)")
 def test_colcon_build_installs_nodes_launch_config_and_ament_index(tmp_path: Path) -> None:
-    """From a copy of the package alone, as another workspace would hold it: it is self-contained."""
+    """From a copy of the two packages, as another workspace would hold them: each is self-contained, and
+    the messages build with the ROS wheels' ament_cmake and rosidl generators."""
     source = tmp_path / "src" / "agent"
-    shutil.copytree(REPO / "ros2_ws" / "src" / "agent", source, ignore=shutil.ignore_patterns("__pycache__"))
+    for pkg in ("agent", "agent_interfaces"):
+        shutil.copytree(REPO / "ros2_ws" / "src" / pkg, tmp_path / "src" / pkg,
+                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     before = sorted(p.name for p in source.iterdir())
     cmd = [
         str(COLCON), "--log-base", str(tmp_path / "log"), "build",
@@ -47,8 +52,15 @@ def test_colcon_build_installs_nodes_launch_config_and_ament_index(tmp_path: Pat
         "--build-base", str(tmp_path / "build"),
         "--install-base", str(tmp_path / "install"),
     ]  # fmt: skip
-    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "AMENT_PREFIX_PATH": sys.prefix, "CMAKE_PREFIX_PATH": sys.prefix}
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
+    interfaces = tmp_path / "install" / "agent_interfaces"
+    for msg in MESSAGES:
+        assert (interfaces / "share" / "agent_interfaces" / "msg" / f"{msg}.msg").is_file()
+    (generated,) = (interfaces / "lib").glob("python3*/site-packages/agent_interfaces/msg/__init__.py")
+    assert all(f"import {msg}" in generated.read_text() for msg in MESSAGES)
+    assert (interfaces / "lib" / "libagent_interfaces__rosidl_typesupport_fastrtps_c.so").is_file()
     prefix = tmp_path / "install" / "agent"
     share = prefix / "share" / "agent"
     assert (prefix / "share" / "ament_index" / "resource_index" / "packages" / "agent").is_file()

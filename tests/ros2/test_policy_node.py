@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from agent.lifecycle_node import stop_executor
-from agent.messages import ActionCodec, embedding_names, embedding_to_msg, sec_to_stamp, stamp_to_sec
+from agent.messages import ActionCodec, embedding_to_msg, sec_to_stamp, stamp_to_sec
 from agent.nodes.policy import PolicyNode
 from rclpy.context import Context
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
-from ros_harness import FakeRuntime, Probe, spin_for, spin_until
+from ros_harness import FAKE_ENCODER, FakeRuntime, Probe, spin_for, spin_until
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 
@@ -62,9 +63,12 @@ def policy(
     probe.node.destroy_node()
 
 
+def state(values: np.ndarray, stamp: float, encoder: str = FAKE_ENCODER):
+    return embedding_to_msg(values, stamp, "camera", encoder, (0, 0.0, 0))
+
+
 def send_state(probe: Probe, stamp: float, value: float = 0.5) -> None:
-    emb = np.full(EMBED_DIM, value)  # float64, as the message carries it
-    probe.publish("/agent/state", embedding_to_msg(emb, stamp, "camera", embedding_names(EMBED_DIM)))
+    probe.publish("/agent/state", state(np.full(EMBED_DIM, value), stamp))
 
 
 def assert_within_contract(probe: Probe, codec: ActionCodec) -> None:
@@ -112,15 +116,16 @@ def test_stale_inputs_give_the_safe_action_and_an_error_then_acting_resumes(poli
     assert_within_contract(probe, codec)
 
 
-@pytest.mark.parametrize("unusable", ["overflows_float32", "model_refuses"])
+@pytest.mark.parametrize("unusable", ["nonfinite", "model_refuses"])
 def test_unusable_embeddings_do_not_keep_the_watchdog_quiet(policy: PolicyRig, unusable: str) -> None:
     """Review defect: embeddings finite as float64 but not as float32 were counted fresh before the model
-    refused them, so 40 of them over 2 s sent no safe action. Only an embedding the model used is fresh."""
+    refused them, so 40 of them over 2 s sent no safe action. Only an embedding the model used is fresh
+    (float32 messages now carry the overflow as Inf)."""
     node, probe, executor, codec = policy
     drive, stop = codec.contract.skill_id("drive"), codec.contract.safe_skill_id
     send_state(probe, time.time())
     assert spin_until(executor, lambda: skills(probe, codec)[-1:] == [drive])
-    value = 1e300
+    value = np.inf
     if unusable == "model_refuses":
         value = 0.5
 
@@ -135,7 +140,7 @@ def test_unusable_embeddings_do_not_keep_the_watchdog_quiet(policy: PolicyRig, u
         spin_for(executor, 0.05)
     assert time.monotonic() - start >= 2.0
     assert stop in skills(probe, codec)[n:] and drive not in skills(probe, codec)[n:]
-    reason = "nonfinite" if unusable == "overflows_float32" else "model_input"
+    reason = "nonfinite" if unusable == "nonfinite" else "model_input"
     assert node.state_in.rejected[reason] >= 30  # every one counted (depth 1 may drop a few in transit)
     assert node.fallback.stopped
     assert spin_until(
@@ -166,20 +171,20 @@ def test_malformed_state_is_counted_and_rejected(policy: PolicyRig) -> None:
     t = time.time()
     send_state(probe, t)
     spin_for(executor, 0.1)
-    names = embedding_names(EMBED_DIM)
     bad = [
-        embedding_to_msg(np.zeros(EMBED_DIM + 1), t + 0.01, "c", names + ["x"]),  # layout
-        embedding_to_msg(np.full(EMBED_DIM, np.nan), t + 0.02, "c", names),  # NaN
-        embedding_to_msg(np.zeros(EMBED_DIM), 0.0, "c", names),  # zero stamp
-        embedding_to_msg(np.zeros(EMBED_DIM), t - 0.1, "c", names),  # backwards
-        embedding_to_msg(np.zeros(EMBED_DIM), t - 5.0, "c", names),  # far too old to act on
+        state(np.zeros(EMBED_DIM + 1), t + 0.01),  # size
+        state(np.full(EMBED_DIM, np.nan), t + 0.02),  # NaN
+        state(np.zeros(EMBED_DIM), t + 0.03, encoder="0" * 64),  # another encoder's
+        state(np.zeros(EMBED_DIM), 0.0),  # zero stamp
+        state(np.zeros(EMBED_DIM), t - 0.1),  # backwards
+        state(np.zeros(EMBED_DIM), t - 5.0),  # far too old to act on
     ]
     seen = lambda: sum(node.state_in.rejected.values()) + sum(node.state_in.dropped.values())  # noqa: E731
     for msg in bad:  # one at a time: the state topic keeps only the latest message (depth 1)
         before = seen()
         probe.publish("/agent/state", msg)
         assert spin_until(executor, lambda b=before: seen() > b, timeout_s=2.0)
-    assert node.state_in.rejected == {"layout": 1, "nonfinite": 1, "stamp": 2}
+    assert node.state_in.rejected == {"size": 1, "nonfinite": 1, "encoder": 1, "stamp": 2}
     assert node.state_in.dropped["late"] == 1
     n = len(probe.received["/agent/action"])
     send_state(probe, time.time())
@@ -209,10 +214,9 @@ def test_an_action_computed_while_deactivating_is_not_sent(policy: PolicyRig) ->
     send_state(probe, time.time())
     assert spin_until(executor, lambda: codec.contract.skill_id("drive") in skills(probe, codec))
     sent: list[int] = []  # skills the node sends from here on, in order
-    node.publish = lambda skill, params, stamp: sent.append(skill)
+    node.publish = lambda skill, params, stamp, source="student": sent.append(skill)
     node.deactivate()  # the transition's first step: safe action out, publishers still active
-    node.on_state(embedding_to_msg(np.full(EMBED_DIM, 0.5, dtype=np.float32), time.time(), "camera",
-                                   embedding_names(EMBED_DIM)))  # fmt: skip
+    node.on_state(state(np.full(EMBED_DIM, 0.5, dtype=np.float32), time.time()))
     assert sent == [codec.contract.safe_skill_id]
 
 
@@ -257,11 +261,12 @@ def test_new_student_versions_are_swapped_in_and_bad_ones_refused(
     ros_context: Context, contract: SkillContract
 ) -> None:
     """The opd node announces versions learnt online; the policy verifies each and swaps between two
-    actions. A corrupt version, or one that does not fit (embedding width), is refused: the old one acts."""
+    actions. A corrupt version, or one that does not fit (another encoder: it reads other embeddings), is
+    refused: the old one acts."""
     drive, turn = contract.skill_id("drive"), contract.skill_id("turn_in_place")
     deployed, learnt = FakeRuntime(contract, skill=drive), FakeRuntime(contract, skill=turn)
     narrow = FakeRuntime(contract, skill=turn)
-    narrow.embed_dim = 8
+    narrow.artifact = SimpleNamespace(encoder_hash="0" * 64)
 
     def load(path: str, backend: str = "onnxruntime", **options: object) -> FakeRuntime:
         if path == "corrupt":

@@ -62,9 +62,10 @@ def test_a_frame_the_live_gate_never_saw_is_not_decided_in_replay(recorded: Path
     import yaml
     from rosbags.highlevel import AnyReader
     from rosbags.rosbag2 import Writer
-    from rosbags.typesys import Stores, get_typestore
 
-    ts = get_typestore(Stores.ROS2_KILTED)
+    from opd.bag_input import typestore
+
+    ts = typestore()
     custom = yaml.safe_load((recorded / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     out = tmp_path / "one_less"
     with AnyReader([recorded], default_typestore=ts) as reader, Writer(out, version=9) as writer:

@@ -56,7 +56,7 @@ def answer_images(node: SimBridgeNode, probe: Probe, executor: MultiThreadedExec
     while done < target:
         assert spin_until(executor, lambda d=done: len(probe.received[inputs]) > d, timeout_s=10.0)
         for msg in probe.received[inputs][done:]:
-            probe.publish(COMMAND, codec.to_msg(skill, params, stamp_to_sec(msg.header.stamp)))
+            probe.publish(COMMAND, codec.to_msg(skill, params, stamp_to_sec(msg.header.stamp), "student"))
         done = len(probe.received[inputs])
 
 
@@ -134,15 +134,17 @@ def test_malformed_commands_are_counted_and_rejected(bridge: Rig) -> None:
     assert spin_until(executor, lambda: len(probe.received[CAMERA]) > 0, timeout_s=10.0)
     t = stamp_to_sec(probe.received[CAMERA][-1].header.stamp)
     defaults = contract.layout.defaults
-    nan = codec.to_msg(0, defaults, t)
-    nan.position[1] = float("nan")
-    renamed = codec.to_msg(0, defaults, t)
-    renamed.name[1] = "drive.warp"
+    nan = codec.to_msg(0, defaults, t, "student")
+    nan.params[1] = float("nan")
+    other = codec.to_msg(0, defaults, t, "student")
+    other.contract = "0" * 16  # written in another contract
+    no_skill = codec.to_msg(0, defaults, t, "student")
+    no_skill.skill = contract.num_skills
     bad = {
         "nonfinite": nan,
-        "layout": renamed,
-        "skill": codec.to_msg(contract.num_skills, defaults, t),
-        "stamp": codec.to_msg(0, defaults, 0.0),
+        "contract": other,
+        "skill": no_skill,
+        "stamp": codec.to_msg(0, defaults, 0.0, "student"),
     }
     before = node.loop.stats().commands
     for msg in bad.values():

@@ -9,15 +9,18 @@ messages per subscriber; the README quotes the total.
 
 from __future__ import annotations
 
+import array
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from agent.lifecycle_node import stop_executor
-from agent.messages import SKILL_STATE_NAMES, ActionCodec, embedding_names, privileged_names, sec_to_stamp
+from agent.messages import SKILL_STATE_NAMES, param_names, privileged_names, sec_to_stamp
+from agent_interfaces.msg import HybridAction, StateEmbedding
 from builtin_interfaces.msg import Time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -88,7 +91,7 @@ def imus(draw: st.DrawFn) -> Imu:
     return msg
 
 
-def joint_states(names: list[str], kind: str) -> st.SearchStrategy[JointState]:
+def joint_states(names: list[str]) -> st.SearchStrategy[JointState]:
     """Messages with the topic's own layout (random values) or a wrong one (names, sizes)."""
 
     @st.composite
@@ -100,13 +103,43 @@ def joint_states(names: list[str], kind: str) -> st.SearchStrategy[JointState]:
         layout = names if good else draw(wrong)
         values = draw(st.lists(FLOATS, min_size=len(layout), max_size=len(layout)) if draw(st.booleans())
                       else st.lists(FLOATS, max_size=n + 3))  # fmt: skip
-        if kind == "action" and good and values:
+        if good and values:
             values[0] = float(draw(st.integers(-3, 8)))  # skill ids in and out of range
         msg = JointState(name=list(layout), position=[float(v) for v in values])
         msg.header.stamp = stamp_of(draw(STAMPS))
         return msg
 
     return build()
+
+
+@st.composite
+def embeddings(draw: st.DrawFn, encoder_hash: str, dim: int) -> StateEmbedding:
+    """The encoder's hash or another, any number of values (float32: overflow arrives as Inf)."""
+    values = draw(st.lists(FLOATS, max_size=dim + 3) if draw(st.booleans()) else
+                  st.lists(FLOATS, min_size=dim, max_size=dim))  # fmt: skip
+    with np.errstate(over="ignore"):
+        data = array.array("f", np.array(values, dtype=np.float32).tobytes())
+    msg = StateEmbedding(encoder_hash=draw(st.sampled_from([encoder_hash, "", "ab" * 32])), data=data,
+                         skill=draw(st.integers(0, 255)), step=draw(st.integers(0, 2**32 - 1)))  # fmt: skip
+    msg.header.stamp = stamp_of(draw(STAMPS))
+    return msg
+
+
+@st.composite
+def actions(draw: st.DrawFn, artifact: Artifact) -> HybridAction:
+    """Hybrid actions in and out of the contract: its fingerprint or another, any source, skill id and name,
+    any number of parameters."""
+    contract = artifact.contract
+    n = len(param_names(contract))
+    params = draw(st.lists(FLOATS, min_size=n, max_size=n) if draw(st.booleans()) else
+                  st.lists(FLOATS, max_size=n + 3))  # fmt: skip
+    skill = draw(st.integers(0, contract.num_skills + 1) | st.integers(0, 255))
+    name = draw(st.sampled_from(contract.names) | st.text(max_size=6))
+    msg = HybridAction(source=draw(st.integers(0, 255)), skill=skill, skill_name=name,
+                       contract=draw(st.sampled_from([contract.fingerprint, "", "0" * 16])),
+                       params=[float(v) for v in params])  # fmt: skip
+    msg.header.stamp = stamp_of(draw(STAMPS))
+    return msg
 
 
 @pytest.fixture
@@ -154,12 +187,13 @@ def strategy_for(topic: str, artifact: Artifact) -> st.SearchStrategy:
     if topic == "/imu/data":
         return imus()
     if topic == "/agent/active_skill":
-        return joint_states(list(SKILL_STATE_NAMES), "skill")
+        return joint_states(list(SKILL_STATE_NAMES))
     if topic == "/agent/state":
-        return joint_states(embedding_names(16), "state")
+        dim = artifact.manifest["config"]["student"]["encoder"]["embed_dim"]
+        return embeddings(artifact.encoder_hash, dim)
     if topic == "/sim/privileged_state":
-        return joint_states(privileged_names(artifact.model("predictor")["fields"]), "privileged")
-    return joint_states(ActionCodec(artifact.contract).names, "action")
+        return joint_states(privileged_names(artifact.model("predictor")["fields"]))
+    return actions(artifact)
 
 
 @pytest.mark.parametrize(

@@ -89,23 +89,23 @@ TOPICS: dict[str, Topic] = {
               "IMU: linear acceleration m/s^2, angular velocity rad/s, stamped at measurement"),
         Topic("/agent/active_skill", "sensor_msgs/msg/JointState", LATCHED, 20.0,
               "skill being executed, task progress and step (agent.messages.SKILL_STATE_NAMES)"),
-        Topic("/agent/state", "sensor_msgs/msg/JointState", LATEST, 20.0,
-              "state embedding e0..e{E-1}, stamped with the camera image it was computed from"),
-        Topic("/agent/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
-              "student hybrid action (a proposal; /opd/action is executed): skill id + contract parameters, "
+        Topic("/agent/state", "agent_interfaces/msg/StateEmbedding", LATEST, 20.0,
+              "state embedding (E,) naming its encoder, stamped with the camera image it was computed from"),
+        Topic("/agent/action", "agent_interfaces/msg/HybridAction", RELIABLE, 20.0,
+              "student hybrid action (a proposal; /opd/action is executed): skill + contract parameters, "
               "stamped with its state"),
-        Topic("/opd/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
+        Topic("/opd/action", "agent_interfaces/msg/HybridAction", RELIABLE, 20.0,
               "executed hybrid action, the one the robot follows: by `drive` the OPD gate's choice, the "
               "student's or the teacher's; the safe action when that source is silent"),
         Topic("/cmd_vel", "geometry_msgs/msg/TwistStamped", RELIABLE, 20.0,
               "base velocity command: the executed action (/opd/action) through the robot's Twist mapping, "
               "stamped when issued (plain Twist with the opd node's cmd_vel_stamped:=false)"),
-        Topic("/opd/gate", "diagnostic_msgs/msg/DiagnosticStatus", RELIABLE, 20.0,
-              "OPD gate at each decision: source (student/teacher) as level, reason, error, threshold"),
+        Topic("/opd/gate", "agent_interfaces/msg/GateState", RELIABLE, 20.0,
+              "OPD gate at each decision: source (student/teacher), reason, error, threshold, context"),
         Topic("/agent/student_version", "std_msgs/msg/String", LATCHED, 0.0,
               "newest student version learnt online (drive opd, learn): JSON {number, path}, an artifact "
               "directory with hashes that the policy node verifies and swaps to between two actions"),
-        Topic("/teacher/action", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
+        Topic("/teacher/action", "agent_interfaces/msg/HybridAction", RELIABLE, 20.0,
               "teacher hybrid action on the sim twin's privileged state, stamped with that state"),
         Topic("/sim/privileged_state", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
               "true, undelayed state of the sim twin and its active skill, that the teacher acts on"),

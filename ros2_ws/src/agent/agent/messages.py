@@ -2,20 +2,21 @@
 input checks every node runs first, is the ROS-free `policies.message_fields` (bag replay runs the same),
 re-exported here. A check failure is a `MessageError`; nodes count it, warn (throttled) and keep running.
 
-Layouts. Only standard messages are used. The state embedding, hybrid actions and the active skill travel
-as sensor_msgs/JointState rather than std_msgs/Float32MultiArray: Float32MultiArray has no header, and
-every consumer needs the stamp (latency is measured from the camera stamp, OPD pairs student and teacher
-actions by stamp, bag replay re-times by it). JointState's `name` list makes each layout self-describing
-and checkable, so an action written under one skill contract is rejected by a node holding another
-instead of being misread. Values are in `position` (float64); `velocity` and `effort` stay empty.
-
-- state embedding (/agent/state): name ["e0", ..., "e{E-1}"], position the embedding (E,);
-  header = the camera image's (stamp and frame_id).
-- hybrid action (/agent/action, /opd/action, /teacher/action): name ["skill", "<skill>.<param>", ...]
-  over the contract's parameter slots, position [skill id, params (P,)]. For the diffbot contract:
-  skill, drive.speed, drive.curvature, turn_in_place.turn_rate, stop.decel. Slots of skills not chosen
-  hold their defaults, so a valid action is always inside the bounds. Stamp = the state it was computed
-  from (the image stamp), or the publish time for the safe action sent on stale inputs.
+Layouts. The stack's own data travels in its own messages (agent_interfaces, ros2_ws/src/agent_interfaces;
+each .msg file documents its fields):
+- state embedding (/agent/state): agent_interfaces/StateEmbedding: header = the camera image's (stamp and
+  frame_id), the encoder's hash (`Artifact.encoder_hash`: consumers refuse embeddings of another
+  encoder), the skill state the frame was encoded with, the embedding (E,) float32.
+- hybrid action (/agent/action, /opd/action, /teacher/action): agent_interfaces/HybridAction: source
+  (student, teacher, safe), the contract's fingerprint (`SkillContract.fingerprint`: consumers refuse
+  actions of another contract), skill id and name, params (P,) float64 over the contract's parameter
+  slots; slots of skills not chosen hold their defaults, so a valid action is always inside the bounds.
+  Stamp = the state it was computed from (the image stamp), or the publish time for the safe action.
+- gate state (/opd/gate): agent_interfaces/GateState: source, reason, error and threshold of each OPD
+  decision, and its context (decision time, newest teacher stamp held) for `agent replay`.
+Two inputs that come from outside the learnt stack keep standard messages, so any task layer or
+simulator can publish them without the stack's package: sensor_msgs/JointState, whose names are the
+layout and are checked:
 - active skill (/agent/active_skill): name ["skill", "progress", "step"]: the skill being executed,
   task progress in [0, 1] and control steps since the episode start.
 - privileged state (/sim/privileged_state): name ["skill", "step", <privileged field>, ...]: the active
@@ -31,6 +32,7 @@ import array
 import math
 
 import numpy as np
+from agent_interfaces.msg import HybridAction, StateEmbedding
 from builtin_interfaces.msg import Time
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image, Imu, JointState
@@ -38,16 +40,18 @@ from sensor_msgs.msg import Image, Imu, JointState
 from policies.message_fields import (  # noqa: F401  (the decoding half, re-exported for the nodes)
     IMAGE_ENCODINGS,
     SKILL_STATE_NAMES,
+    SOURCES,
     MessageError,
-    action_names,
+    action_source,
     checked_stamp,
-    embedding_names,
     image_to_rgb,
     imu_to_sample,
     msg_to_action,
     msg_to_embedding,
+    msg_to_gate,
     msg_to_privileged,
     msg_to_skill_state,
+    param_names,
     privileged_names,
     stamp_to_sec,
 )
@@ -92,24 +96,36 @@ def _joint_msg(names: list[str], values: np.ndarray, stamp: float, frame_id: str
     return msg
 
 
-def embedding_to_msg(embedding: np.ndarray, stamp: float, frame_id: str, names: list[str]) -> JointState:
-    """State embedding (E,) -> JointState; `names` = embedding_names(E), cached by the caller."""
-    return _joint_msg(names, embedding, stamp, frame_id)
+def embedding_to_msg(
+    embedding: np.ndarray, stamp: float, frame_id: str, encoder_hash: str,
+    skill_state: tuple[int, float, float],
+) -> StateEmbedding:  # fmt: skip
+    """State embedding (E,) of the frame at `stamp`, encoded with `skill_state` (skill, progress, step)."""
+    skill, progress, step = skill_state
+    msg = StateEmbedding(encoder_hash=encoder_hash, skill=int(skill), progress=float(progress),
+                         step=int(step))  # fmt: skip
+    msg.header.stamp, msg.header.frame_id = sec_to_stamp(stamp), frame_id
+    msg.data = array.array("f", np.asarray(embedding, dtype=np.float32).tobytes())
+    return msg
 
 
 class ActionCodec:
-    """Hybrid action (skill id, params (P,)) <-> JointState, in the layout of one skill contract."""
+    """Hybrid action (skill id, params (P,)) <-> agent_interfaces/HybridAction, in one skill contract."""
 
     def __init__(self, contract: SkillContract) -> None:
         self.contract = contract
-        self.names = action_names(contract)
+        self.fingerprint = contract.fingerprint
 
-    def to_msg(self, skill: int, params: np.ndarray, stamp: float, frame_id: str = "") -> JointState:
-        """Encode an action that is already within the contract (see SkillContract.clip)."""
-        values = np.concatenate([[float(skill)], np.asarray(params, dtype=np.float64)])  # (1 + P,)
-        return _joint_msg(self.names, values, stamp, frame_id)
+    def to_msg(self, skill: int, params: np.ndarray, stamp: float, source: str) -> HybridAction:
+        """Encode an action that is already within the contract (see SkillContract.clip); `source` is one
+        of SOURCES."""
+        msg = HybridAction(source=SOURCES.index(source), contract=self.fingerprint, skill=int(skill),
+                           skill_name=self.contract.names[skill])  # fmt: skip
+        msg.header.stamp = sec_to_stamp(stamp)
+        msg.params = array.array("d", np.asarray(params, dtype=np.float64).tobytes())
+        return msg
 
-    def from_msg(self, msg: JointState, bounded: bool = True) -> tuple[int, np.ndarray]:
+    def from_msg(self, msg: HybridAction, bounded: bool = True) -> tuple[int, np.ndarray]:
         """Decode and check an action (`policies.message_fields.msg_to_action`)."""
         return msg_to_action(msg, self.contract, bounded)
 

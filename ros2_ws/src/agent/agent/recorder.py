@@ -34,18 +34,18 @@ from rclpy.node import Node
 from rosbags.interfaces import Qos as BagQos
 from rosbags.interfaces import QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 from rosbags.rosbag2 import StoragePlugin, Writer
-from rosbags.typesys import Stores, get_typestore
 
 from agent.graph import Qos, Topic
 from agent.ros_io import drain, msg_class, qos_profile
 from agent.sequence_gaps import SequenceGaps
+from opd.bag_input import typestore
 
 log = logging.getLogger(__name__)
 
 DEPTH = 1000  # reader history per topic: 5 s of the 200 Hz IMU
 QUIET_S = 0.3  # on stop: wait until nothing arrived for this long (at most STOP_TIMEOUT_S) before closing
 STOP_TIMEOUT_S = 5.0
-STORE = Stores.ROS2_KILTED  # message definitions and type hashes (RIHS01) written into the bag
+STORE = "kilted"  # message definitions (with agent_interfaces') and type hashes (RIHS01) written into the bag
 _NO_TIME = QosTime(0, 0)  # QoS durations left at their default (infinite)
 _RELIABILITY = {"reliable": QosReliability.RELIABLE, "best_effort": QosReliability.BEST_EFFORT}
 _DURABILITY = {"volatile": QosDurability.VOLATILE, "transient_local": QosDurability.TRANSIENT_LOCAL}
@@ -91,14 +91,14 @@ class BagRecorder:
         for key, value in (metadata or {}).items():
             self._writer.set_custom_data(key, value)
         self._writer.open()
-        typestore = get_typestore(STORE)
+        store = typestore(STORE)
         self._queue: queue.SimpleQueue[tuple[Any, int, bytes] | None] = queue.SimpleQueue()
         self._gaps: dict[str, SequenceGaps] = {}
         self._last_arrival = time.monotonic()
         self.node = Node("recorder", context=context, start_parameter_services=False)
         for t in topics:
             conn = self._writer.add_connection(
-                t.name, t.msg_type, typestore=typestore, offered_qos_profiles=[_bag_qos(t.qos)]
+                t.name, t.msg_type, typestore=store, offered_qos_profiles=[_bag_qos(t.qos)]
             )
             self._gaps[t.name] = SequenceGaps()
             self.report.written[t.name] = 0

@@ -45,8 +45,6 @@ from rclpy.signals import SignalHandlerOptions
 from agent import graph
 from agent.bringup import Bringup
 from agent.recorder import BagRecorder, RecordingReport
-from opd.bag_input import ARTIFACT_KEY
-from policies.artifact import MANIFEST, sha256_file
 from sim.robot_interface import AppliedAction
 
 GIL_SWITCH_S = 0.0005  # sys.setswitchinterval for the session's process, s (see the module doc)
@@ -139,8 +137,7 @@ class SimSession:
         self.recorder = None
         if cfg.record is not None:
             # The resolved configuration beside the data: parameters, and the launch arguments (`drive`).
-            metadata = {"agent.params": params_file.read_text(), "agent.launch_args": json.dumps(launch_args),
-                        ARTIFACT_KEY: sha256_file(Path(cfg.artifact_dir) / MANIFEST)}  # for `agent replay`
+            metadata = {"agent.params": params_file.read_text(), "agent.launch_args": json.dumps(launch_args)}
             self.recorder = BagRecorder(cfg.record, graph.TOPICS.values(), context, metadata)
         try:
             self.bringup = Bringup(

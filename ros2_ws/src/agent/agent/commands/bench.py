@@ -1,10 +1,11 @@
-"""`agent bench encoder`, `agent bench graph`, `agent bench replay`: figures (a table, or JSON with --json).
+"""`agent bench encoder|graph|replay|messages`: figures (a table, or JSON with --json).
 
 - encoder: batch-1 latency of the deployed student per backend;
 - graph: the whole ROS 2 graph on the MuJoCo default in real time (`agent run` without the display) for a
   fixed time: image stamp -> published command latency, control rate and jitter, missed cycles, dropped
   messages, and the host's steal time (on a virtual machine: how many missed cycles the host caused);
-- replay: offline replay throughput against the encoder's own batched throughput (`opd.replay_bench`).
+- replay: offline replay throughput against the encoder's own batched throughput (`opd.replay_bench`);
+- messages: the state embedding's wire size and per-hop cost by message layout (`agent.message_bench`).
 """
 
 from __future__ import annotations
@@ -57,11 +58,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--seconds", type=float, default=30.0, help="length of the generated bag, s")
     r.add_argument("--artifact", type=Path, help="student artifact (default sim/robots/diffbot/student)")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+    m = sub.add_parser("messages", help="state embedding: bytes and cost per hop by message layout")
+    m.add_argument("--iters", type=int, default=2000, help="hops timed per layout")
+    m.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
 def run(args: argparse.Namespace) -> int:
-    runners = {"graph": run_graph, "encoder": run_encoder, "replay": run_replay}
+    runners = {"graph": run_graph, "encoder": run_encoder, "replay": run_replay, "messages": run_messages}
     return runners[args.what](args)
+
+
+def run_messages(args: argparse.Namespace) -> int:
+    from agent.message_bench import bench_messages
+
+    result = bench_messages(iters=args.iters)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"state embedding, E = {result['embed_dim']}: serialise + deserialise + decode, {args.iters} hops")
+    for name, r in result["layouts"].items():
+        ratio = r["vs_state_embedding"]
+        print(f"{name:38s} {r['bytes']:6d} bytes  {r['us_per_hop']:7.1f} us/hop  x{ratio:.2f}")
+    return 0
 
 
 def run_replay(args: argparse.Namespace) -> int:

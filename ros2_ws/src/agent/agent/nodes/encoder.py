@@ -31,7 +31,6 @@ from agent.lifecycle_node import AgentNode, run_node
 from agent.messages import (
     MessageError,
     checked_stamp,
-    embedding_names,
     embedding_to_msg,
     image_to_rgb,
     imu_to_sample,
@@ -88,7 +87,7 @@ class EncoderNode(AgentNode):
         self.encode_time = LatencyWindow()
         self.skew = LatencyWindow()  # |last IMU sample stamp - image stamp| of each window
         self.gates = np.full(len(GATES), np.nan)  # (4,) of the last embedding
-        self.names = embedding_names(rt.embed_dim)
+        self.encoder_hash = rt.artifact.encoder_hash  # named in every embedding
         # Until the task layer says otherwise the robot is assumed to be at rest, executing the safe skill.
         self.active = (rt.contract.safe_skill_id, 0.0, 0.0)  # (skill id, progress, step)
         # Images waiting for their IMU window, oldest first: (stamp, rgb (h, w, 3), frame_id).
@@ -211,7 +210,8 @@ class EncoderNode(AgentNode):
             self.reject(self.camera, MessageError("model_input", str(err)), now)
             return
         encode_s = time.perf_counter() - t0
-        self.pub.publish(embedding_to_msg(embedding, stamp, frame_id, self.names))
+        active = (skill, progress, step)
+        self.pub.publish(embedding_to_msg(embedding, stamp, frame_id, self.encoder_hash, active))
         if match.gap_s:
             nominal = (self.imu_buffer.window - 1) * self.imu_buffer.period_s
             self.warn_throttled("imu.gap", f"IMU window with a gap of {match.gap_s * 1e3:.0f} ms: it spans "

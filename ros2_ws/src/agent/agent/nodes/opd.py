@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from agent_interfaces.msg import GateState, HybridAction, StateEmbedding
 from builtin_interfaces.msg import Time
-from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rclpy.duration import Duration
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -56,16 +56,16 @@ from agent.base_command import TwistMapping
 from agent.graph import DRIVE_SOURCES, TOPICS, node
 from agent.lifecycle_node import AgentNode, run_node
 from agent.messages import (
+    SOURCES,
     ActionCodec,
     MessageError,
     checked_stamp,
-    embedding_names,
     msg_to_embedding,
     msg_to_privileged,
     privileged_names,
     sec_to_stamp,
 )
-from opd.decision_stream import DecisionStream, StreamDecision, context_values
+from opd.decision_stream import DecisionStream, StreamDecision
 from opd.live import LearnerThread, VersionWriter, default_versions_dir, load_learner
 from policies.artifact import Artifact
 from policies.safe_fallback import SafeFallback
@@ -96,7 +96,8 @@ class OpdNode(AgentNode):
         self.learner = None
         if s["drive"] == "opd":
             self.learner = load_learner(artifact, s["teacher_checkpoint"], s["opd_config"])
-            self.embedding_names = embedding_names(self.learner.student.cfg.encoder.embed_dim)
+            self.embed_dim = self.learner.student.cfg.encoder.embed_dim
+            self.encoder_hash = artifact.encoder_hash
             fields = artifact.model("predictor").get("fields") or []
             self.privileged_names = privileged_names(fields)
             versions = None
@@ -147,14 +148,15 @@ class OpdNode(AgentNode):
     def cleanup(self) -> None:
         self.learner = self.learner_thread = None
 
-    def on_state(self, msg: JointState) -> None:
+    def on_state(self, msg: StateEmbedding) -> None:
         """A state embedding: with drive opd, a student frame for the OPD core, and its decision executed."""
         now = self.now_s()
         try:
             stamp = checked_stamp(msg.header.stamp)
             if why := self.state.check_stamp(stamp):
                 raise MessageError("stamp", why)
-            embedding = msg_to_embedding(msg, self.embedding_names) if self.learner is not None else None
+            learning = self.learner is not None
+            embedding = msg_to_embedding(msg, self.embed_dim, self.encoder_hash) if learning else None
         except MessageError as err:
             self.reject(self.state, err, now)
             return
@@ -170,8 +172,10 @@ class OpdNode(AgentNode):
             self.warn_throttled("frame", f"student frame refused: {self.stream.refusals}")
             return
         decision = decided.decision
-        self.execute(int(decision.skill[0]), decision.params[0], header_stamp)
-        self.pub_gate.publish(gate_status(decided))
+        self.execute(int(decision.skill[0]), decision.params[0], header_stamp, decided.source)
+        gate = gate_state(decided)
+        gate.header.stamp = header_stamp
+        self.pub_gate.publish(gate)
         self.last_gate = decision
 
     def announce_version(self, path: Path, number: int) -> None:
@@ -198,13 +202,13 @@ class OpdNode(AgentNode):
             return
         self.stream.on_teacher(stamp, skill, step, state, now)  # a refusal is counted in the buffer
 
-    def on_student(self, msg: JointState) -> None:
+    def on_student(self, msg: HybridAction) -> None:
         self._on_action(STUDENT, self.student, msg)
 
-    def on_teacher(self, msg: JointState) -> None:
+    def on_teacher(self, msg: HybridAction) -> None:
         self._on_action(TEACHER, self.teacher, msg)
 
-    def _on_action(self, topic: str, stream: StreamStats, msg: JointState) -> None:
+    def _on_action(self, topic: str, stream: StreamStats, msg: HybridAction) -> None:
         """Check an action (stamp, layout, skill id, bounds), count it, and execute it if `topic` drives.
 
         Action stamps need not increase: the policy interleaves safe actions stamped when sent with actions
@@ -220,10 +224,11 @@ class OpdNode(AgentNode):
         with self.lock:
             stream.accept(stamp, now)
         if topic == self.source:
-            self.execute(skill, params, msg.header.stamp)
+            self.execute(skill, params, msg.header.stamp, SOURCES[msg.source])
 
-    def execute(self, skill: int, params: np.ndarray, stamp: Time) -> None:
-        """The source's action, within the contract and with its input's stamp, to the robot."""
+    def execute(self, skill: int, params: np.ndarray, stamp: Time, source: str) -> None:
+        """The source's action, within the contract and with its input's stamp, to the robot; `source` (one
+        of SOURCES) says who decided it: a policy's safe action on stale inputs stays "safe"."""
         action = self.contract.clip(skill, params)
         if action.clipped:
             self.warn_throttled("clipped", f"executed action clipped into the contract: {action.reason}")
@@ -231,7 +236,7 @@ class OpdNode(AgentNode):
             if not self.acting:  # deactivated meanwhile: the safe action stays the last command
                 return
             now = self.now_s()
-            self.publish(action.skill, action.params, stamp)
+            self.publish(action.skill, action.params, stamp, source)
             self.executed.accept(checked_stamp(stamp), now)
             self.clipped += action.clipped
             resumed = self.fallback.on_action(now)
@@ -255,15 +260,15 @@ class OpdNode(AgentNode):
 
     def publish_safe(self, now: float) -> None:
         """The contract's safe action, stamped when sent; called under `self.lock`."""
-        self.publish(self.contract.safe_skill_id, self.contract.layout.defaults, sec_to_stamp(now))
+        self.publish(self.contract.safe_skill_id, self.contract.layout.defaults, sec_to_stamp(now), "safe")
 
-    def publish(self, skill: int, params: np.ndarray, stamp: Time) -> None:
+    def publish(self, skill: int, params: np.ndarray, stamp: Time, source: str) -> None:
         """The executed action (within the contract) on /opd/action, then its Twist on /cmd_vel.
 
         The stamp goes out exactly as it came in, to the nanosecond (float seconds are 0.2 us apart at
         today's epoch), so the answer matches its input however it is compared.
         """
-        msg = self.codec.to_msg(skill, params, 0.0)
+        msg = self.codec.to_msg(skill, params, 0.0, source)
         msg.header.stamp = stamp  # the input's own
         self.pub_action.publish(msg)
         if self.cmd_stamped:
@@ -316,15 +321,13 @@ class OpdNode(AgentNode):
         return {"drive": self.drive, "mode": mode}
 
 
-def gate_status(decided: StreamDecision) -> DiagnosticStatus:
-    """A gate decision as /opd/gate: level OK = the student acts, WARN = the teacher; message = the reason;
-    values: source, reason, error, threshold, and the context replay needs (`context_values`)."""
+def gate_state(decided: StreamDecision) -> GateState:
+    """A gate decision as /opd/gate (the caller stamps it with the frame's header stamp): who acts, why,
+    error and threshold, and the context replay decides in (`opd.decision_stream`)."""
     decision = decided.decision
-    values = {"source": decided.source, "reason": decided.reason, "error": f"{decision.error[0]:.4f}",
-              "threshold": f"{decision.threshold:.4f}", **context_values(decided)}  # fmt: skip
-    level = DiagnosticStatus.WARN if decision.use_teacher[0] else DiagnosticStatus.OK
-    return DiagnosticStatus(level=level, name="opd/gate", message=decided.reason,
-                            values=[KeyValue(key=k, value=v) for k, v in values.items()])  # fmt: skip
+    return GateState(source=SOURCES.index(decided.source), reason=decided.reason,
+                     error=float(decision.error[0]), threshold=float(decision.threshold),
+                     decided_at=decided.now, teacher_upto=decided.teacher_upto)  # fmt: skip
 
 
 def gate_health(learner: Any, thread: LearnerThread | None) -> Status:

@@ -27,13 +27,13 @@ from threading import Thread
 from typing import Any
 
 import numpy as np
+from agent_interfaces.msg import StateEmbedding
 from rclpy.duration import Duration
-from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
 from agent.graph import TOPICS, node
 from agent.lifecycle_node import AgentNode, run_node
-from agent.messages import ActionCodec, MessageError, checked_stamp, embedding_names, msg_to_embedding
+from agent.messages import ActionCodec, MessageError, checked_stamp, msg_to_embedding
 from agent.nodes import RuntimeLoader
 from policies.runtime import StudentRuntime, load_student
 from policies.safe_fallback import SafeFallback
@@ -61,7 +61,7 @@ class PolicyNode(AgentNode):
         self.runtime = rt = self._load_runtime(s["artifact_dir"], **self.load_options)
         self.contract = rt.contract
         self.codec = ActionCodec(rt.contract)
-        self.names = embedding_names(rt.embed_dim)
+        self.embed_dim, self.encoder_hash = rt.embed_dim, rt.artifact.encoder_hash
         self.input_timeout_s = s["input_timeout_s"]
         self.watchdog_period_s = 1.0 / s["watchdog_rate_hz"]
         self.fallback = SafeFallback(self.input_timeout_s, 1.0 / s["safe_keepalive_hz"])
@@ -90,11 +90,11 @@ class PolicyNode(AgentNode):
     def cleanup(self) -> None:
         self.runtime = None
 
-    def on_state(self, msg: JointState) -> None:
+    def on_state(self, msg: StateEmbedding) -> None:
         now = self.now_s()
         try:
             stamp = checked_stamp(msg.header.stamp)
-            embedding = msg_to_embedding(msg, self.names)  # (E,)
+            embedding = msg_to_embedding(msg, self.embed_dim, self.encoder_hash)  # (E,)
             if why := self.state_in.check_stamp(stamp):
                 raise MessageError("stamp", why)
         except MessageError as err:
@@ -154,8 +154,8 @@ class PolicyNode(AgentNode):
                 raise ValueError("the node was cleaned up meanwhile")
             if runtime.contract.model_dump() != current.contract.model_dump():
                 raise ValueError("its skill contract differs from the acting student's")
-            if runtime.embed_dim != current.embed_dim:
-                raise ValueError(f"embedding width {runtime.embed_dim}, the encoder's is {current.embed_dim}")
+            if runtime.artifact.encoder_hash != current.artifact.encoder_hash:
+                raise ValueError("its encoder differs from the acting student's: it reads other embeddings")
         except (ValueError, OSError, RuntimeError) as err:  # ArtifactError is a ValueError
             self.reject(self.versions, MessageError("refused", f"version {number} ({path}): {err}"), now)
             return
@@ -181,11 +181,11 @@ class PolicyNode(AgentNode):
 
     def publish_safe(self, stamp: float) -> None:
         """The contract's safe action; called under `self.lock`."""
-        self.publish(self.contract.safe_skill_id, self.contract.layout.defaults, stamp)
+        self.publish(self.contract.safe_skill_id, self.contract.layout.defaults, stamp, "safe")
 
-    def publish(self, skill: int, params: np.ndarray, stamp: float) -> None:
+    def publish(self, skill: int, params: np.ndarray, stamp: float, source: str = "student") -> None:
         """Action (within the contract) on the action topic."""
-        self.pub_action.publish(self.codec.to_msg(skill, params, stamp))
+        self.pub_action.publish(self.codec.to_msg(skill, params, stamp, source))
 
     def health(self, now: float) -> list[tuple[str, Status]]:
         state = self.state_in.status(now)

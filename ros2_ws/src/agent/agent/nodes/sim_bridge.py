@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from agent_interfaces.msg import HybridAction
 from rclpy.subscription import MessageInfo
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
 
 import sim
 from agent.graph import TOPICS, node
@@ -197,7 +197,7 @@ class SimBridgeNode(AgentNode):
         skill, step = int(obs.skill[0]), int(obs.task.step[0])
         self.pubs[PRIVILEGED].publish(privileged_to_msg(obs.privileged[0], skill, step, t, self.names))
 
-    def on_command(self, msg: JointState, info: MessageInfo) -> None:
+    def on_command(self, msg: HybridAction, info: MessageInfo) -> None:
         """A hybrid action for the robot: decoded (bounds left to the robot's clipping) and offered."""
         now = self.now_s()
         try:

@@ -105,7 +105,7 @@ class TeacherNode(AgentNode):
             with self.lock:
                 self.act_time.add(act_s)
                 self.clipped += action.clipped
-        self.pub.publish(self.codec.to_msg(*held, stamp))
+        self.pub.publish(self.codec.to_msg(*held, stamp, "teacher"))
         with self.lock:
             self.actions.accept(stamp, self.now_s())
 
