@@ -30,6 +30,8 @@ from __future__ import annotations
 import copy
 import threading
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,6 +41,7 @@ from pydantic import Field
 
 from opd.aligned_buffer import AlignConfig, AlignedBuffer, AlignedSample, StudentEntry, TeacherEntry
 from opd.gate import Gate, GateConfig
+from opd.model_memo import ModelMemo
 from opd.novelty import EnsembleNovelty, NoveltyConfig
 from opd.sample_store import SampleStore, StoreSpec
 from policies.artifact import Artifact
@@ -213,6 +216,11 @@ class OnlineDistillation:
         self._teacher_params = self._student_params.copy()
         self._teacher_seen_at = np.full(n, -np.inf)  # `now` of each env's last teacher entry, s
         self._using_teacher = np.zeros(n, dtype=bool)
+        self.memo: ModelMemo | None = None  # outputs computed ahead (offline replay: opd.model_memo)
+        # Parameter-error metric: the slots each skill owns (K, P) and the half-range of each slot (P,).
+        head = self.teacher.head
+        self._slot_masks = head.slot_mask(torch.arange(k)).numpy()
+        self._half_range = (head.high - head.low).numpy() / 2.0
         self.metrics = [self._new_metrics() for _ in range(n)]
 
     # ---- acting -------------------------------------------------------------------------------------
@@ -226,9 +234,7 @@ class OnlineDistillation:
         was accepted (the buffer counts why not: stale, future, duplicate, non-finite).
         """
         feats = teacher_features(privileged, active_skill, self.contract.num_skills)
-        dist = self.teacher(torch.from_numpy(feats))
-        skill, params = self.teacher.head.deterministic(dist)
-        skill, params, logits = skill.numpy(), params.double().numpy(), dist.logits.numpy()
+        skill, params, logits = self.teacher_outputs(feats)
         accepted = np.zeros(self.num_envs, dtype=bool)
         for i, buf in enumerate(self.buffers):
             entry = TeacherEntry(
@@ -260,8 +266,8 @@ class OnlineDistillation:
             else:
                 inputs = [torch.as_tensor(frame[k]) for k in FRAME_KEYS]
                 emb, _ = self.acting.encoder(*inputs)  # (M, E)
-            skill, params = self.acting.head.deterministic(self.acting.head(emb))
             emb_np = emb.numpy()
+            skill, params = self._head_outputs(emb_np, emb)
             # Only frames the buffer accepts (not late, duplicate or non-finite) act and enter the windows,
             # so the acting window and the training windows hold the same frames.
             payloads = [{k: np.array(frame[k][j]) for k in frame} for j in range(len(envs))]
@@ -282,19 +288,50 @@ class OnlineDistillation:
                 window = self._window[envs[j]]
                 window.append(emb_np[j])
                 windows[row, -len(window) :] = list(window)  # (T, E), zero rows before the first frame
-            h0, c0 = self.acting_predictor.initial_state(sel.size)
-            pred, _, _ = self.acting_predictor(torch.from_numpy(windows), h0, c0)  # (M', H, Dq) normalised
+            pred = self._predictions_of(windows)  # (M', H, Dq) normalised
             if self.acting_novelty is not None:
                 self._novelty_score[envs[sel]] = self.acting_novelty.disagreement(emb[sel]).numpy()
         for row, j in enumerate(sel):
             i = envs[j]
-            payloads[j]["prediction"] = pred[row].numpy()  # the buffer hands the payload back with the sample
+            payloads[j]["prediction"] = pred[row]  # the buffer hands the payload back with the sample
             self._predictions[i].append((float(stamp[j]), payloads[j]["prediction"]))
-            self._student_skill[i], self._student_params[i] = int(skill[j]), params[j].double().numpy()
+            self._student_skill[i], self._student_params[i] = int(skill[j]), params[j]
             self._student_ok[i] = bool(np.isfinite(self._student_params[i]).all())
             self._has_student[i] = True
             self._student_seen_at[i] = now[j]
         return accepted
+
+    @torch.no_grad()
+    def teacher_outputs(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The frozen teacher on features (M, Dq + K): skills (M,), params (M, P) float64, logits (M, K)."""
+        if self.memo is not None and (held := self.memo.get("teacher", feats)) is not None:
+            return held
+        dist = self.teacher(torch.from_numpy(feats))
+        skill, params = self.teacher.head.deterministic(dist)
+        return skill.numpy(), params.double().numpy(), dist.logits.numpy()
+
+    @torch.no_grad()
+    def head_outputs(self, emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The acting head on embeddings (M, E) float32: deployed skills (M,) and params (M, P) float64."""
+        return self._head_outputs(emb, torch.from_numpy(emb))
+
+    def _head_outputs(self, emb_np: np.ndarray, emb: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        if self.memo is not None and (held := self.memo.get("head", emb_np)) is not None:
+            return held
+        skill, params = self.acting.head.deterministic(self.acting.head(emb))
+        return skill.numpy(), params.double().numpy()
+
+    @torch.no_grad()
+    def predictions_of(self, windows: np.ndarray) -> tuple[np.ndarray]:
+        """The acting predictor on windows (M, T, E) float32: predictions (M, H, Dq), normalised units."""
+        return (self._predictions_of(windows),)
+
+    def _predictions_of(self, windows: np.ndarray) -> np.ndarray:
+        if self.memo is not None and (held := self.memo.get("predictor", windows)) is not None:
+            return held[0]
+        h0, c0 = self.acting_predictor.initial_state(len(windows))
+        pred, _, _ = self.acting_predictor(torch.from_numpy(windows), h0, c0)
+        return pred.numpy()
 
     def act(self, now: np.ndarray, teacher_ok: np.ndarray | None = None) -> Decision:
         """The executed action of every env: the gate's choice between the student and the teacher.
@@ -370,10 +407,7 @@ class OnlineDistillation:
         return (state - self.state_mean) / self.state_std
 
     def _track(self, use_teacher: np.ndarray, switched: np.ndarray) -> None:
-        head = self.teacher.head
-        t_skill = torch.from_numpy(self._teacher_skill)
-        mask = head.slot_mask(t_skill).numpy()
-        half = (head.high - head.low).numpy() / 2.0
+        mask, half = self._slot_masks[self._teacher_skill], self._half_range  # (N, P), (P,)
         for i, m in enumerate(self.metrics):
             m.switches += int(switched[i] and m.steps > 0)  # the first decision of an episode is no switch
             m.steps += 1
@@ -556,7 +590,9 @@ def learner_from_artifact(
     predictor_cfg = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
     distill = cfg.distill.model_copy(update={"train_encoder": False})
     cfg = cfg.model_copy(update={"predictor": predictor_cfg, "distill": distill})
-    learner = OnlineDistillation(StudentPolicy(student_cfg, artifact.contract), teacher, cfg, num_envs)
+    with _no_weight_init():  # every weight comes from the artifact just below
+        student = StudentPolicy(student_cfg, artifact.contract)
+    learner = OnlineDistillation(student, teacher, cfg, num_envs)
     weights = manifest["weights"]
     try:
         learner.student.load_state_dict(torch.load(artifact.path(weights["student"]), weights_only=True))
@@ -565,3 +601,19 @@ def learner_from_artifact(
         raise ValueError(f"{artifact.root}: weights do not fit its own config: {err}") from None
     learner.sync_policy()
     return learner
+
+
+@contextmanager
+def _no_weight_init() -> Iterator[None]:
+    """Modules built in here skip their random initialisation (half a second for the ResNet trunk on this
+    CPU): for modules whose every parameter is loaded right after. torch.nn.init is process-wide, so
+    nothing else may build modules meanwhile; the learner is built before any thread acts on it."""
+    names = [n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]
+    saved = {n: getattr(torch.nn.init, n) for n in names}
+    try:
+        for n in names:
+            setattr(torch.nn.init, n, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for n, fn in saved.items():
+            setattr(torch.nn.init, n, fn)

@@ -19,10 +19,12 @@ Three passes over the bag:
    (its /opd/gate record) is decided at the recorded time after exactly the teacher states the live one had
    (`teacher_upto`); when the bag holds such records, frames without one (dropped by the live node's
    reader while it lagged) are not decided, as they were not live; otherwise frames are decided at their
-   arrival. Alongside, each counterfactual gate (`ReplayConfig.gates`)
-   rules on the same evidence (`opd.online_distillation.GateInputs`): the would-have-intervened rate,
-   switches per minute and where they fall, for a whole threshold sweep in one pass. The counterfactual is
-   open loop: the robot's path is the recorded one whatever a variant would have done.
+   arrival. The frozen models' outputs for the whole recording are computed first, in batches
+   (`opd.model_memo`), and served to the core by input. Alongside, each counterfactual gate
+   (`ReplayConfig.gates`) rules on the same evidence (`opd.online_distillation.GateInputs`) in worker
+   processes (`opd.counterfactual`): the would-have-intervened rate, switches per minute and where they
+   fall, for a whole threshold sweep in one pass. The counterfactual is open loop: the robot's path is the
+   recorded one whatever a variant would have done.
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ import torch
 from pydantic import Field
 
 from opd.bag_input import BagError, BagInput, BagMessage, BagTopics, stamp_ns
+from opd.counterfactual import CounterfactualGates
 from opd.decision_stream import DecisionStream
-from opd.gate import Gate, GateConfig
+from opd.gate import GateConfig
 from opd.live import DEFAULT_OPD_CONFIG, DEFAULT_TEACHER, load_learner
+from opd.model_memo import ModelMemo
 from opd.replay_summary import summarise
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import Config
@@ -63,6 +67,7 @@ from policies.message_fields import (
     privileged_names,
 )
 from policies.preprocessing import resize_rgb
+from policies.teacher_policy import teacher_features
 from sim.config import from_root
 
 log = logging.getLogger(__name__)
@@ -192,6 +197,7 @@ class Replay:
         self.timings: Counter[str] = Counter()  # s: read, decode, encode, gate
         self.stats: dict[str, TopicStats] = defaultdict(TopicStats)
         self.counts: Counter[str] = Counter()  # frames encoded, dropped, ...
+        self.memo: ModelMemo | None = None  # the decision pass's batched model outputs (hits and misses)
 
     def _read(self, messages: Iterator[BagMessage]) -> Iterator[BagMessage]:
         """The bag's messages, the time spent reading (and decoding) them counted as "read"."""
@@ -366,25 +372,30 @@ class Replay:
     def _decide_all(self, bag: BagInput, rec: Recorded, frames: list[Frame]) -> dict[str, Any]:
         learner = self._learner(bag)
         stream = DecisionStream(learner)
-        variants = []
-        for v in self.cfg.gates:
-            gate_cfg = GateConfig.from_dict({**learner.cfg.gate.model_dump(), **v.gate}, f"gates: {v.name}")
-            variants.append((v.name, Gate(gate_cfg, 1)))
+        base = learner.cfg.gate.model_dump()
+        configs = {v.name: GateConfig.from_dict({**base, **v.gate}, f"gates: {v.name}")
+                   for v in self.cfg.gates}  # fmt: skip
         teacher = sorted(rec.teacher_states, key=lambda x: x[0])
         frames = sorted(frames, key=lambda f: f.arrival)
+        if rec.gate:
+            # A recorded decision stream: exactly the frames the live gate decided. One it never saw (its
+            # reader dropped it while the node lagged) is not decided here either.
+            decided = [f for f in frames if stamp_ns(f.stamp) in rec.gate]
+            if len(decided) < len(frames):
+                self.counts["frames_not_decided_live"] += len(frames) - len(decided)
+            frames = decided
+        t0 = time.perf_counter()
+        learner.memo = self.memo = self._precompute(learner, frames, teacher)
+        self.timings["models"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         rows: list[dict[str, Any]] = []
         teacher_actions: dict[int, tuple[int, np.ndarray]] = {}
         preds: list[tuple[float, np.ndarray]] = []
-        cf_use = {name: [] for name, _ in variants}
+        variants = CounterfactualGates(configs)
+        episodes = 0
         k = 0
         for f in frames:
             context = rec.gate.get(stamp_ns(f.stamp))
-            if rec.gate and context is None:
-                # The live gate never saw this frame (its reader dropped it while the node lagged): the
-                # replay of a recorded decision stream decides exactly the frames the live one did.
-                self.counts["frames_not_decided_live"] += 1
-                continue
             # With the live context: the teacher states up to the stamp the live gate had (NaN: none yet);
             # without: those that arrived before the frame.
             now = float(context["decided_at"]) if context else f.arrival
@@ -409,18 +420,37 @@ class Replay:
                          "error": float(d.error[0]), "threshold": float(d.threshold),
                          "skill": int(action.skill), "params": np.asarray(action.params, np.float64),
                          "student": (s_skill, s_params), "live": context})  # fmt: skip
-            for name, gate in variants:
-                if d.inputs is None:
-                    continue
-                g = gate.decide(**vars(d.inputs))
-                use = bool(np.where(d.no_student, d.inputs.teacher_ok, g.use_teacher)[0])
-                cf_use[name].append((now, use, g.threshold))
+            if len(stream.episodes) > episodes:  # an episode ended before this decision
+                episodes = len(stream.episodes)
+                variants.reset()
+            if d.inputs is not None:
+                variants.decide(now, d.inputs, d.no_student)
         stream.finish(frames[-1].arrival if frames else 0.0)
+        cf_use = variants.results()
         self.timings["gate"] += time.perf_counter() - t0
         teacher_actions = {**rec.teacher_actions, **teacher_actions}  # the replayed teacher's first
         return {"rows": rows, "episodes": stream.episodes, "counterfactual": cf_use, "preds": preds,
                 "teacher_actions": teacher_actions, "learner": learner,
                 "refusals": stream.refusals}  # fmt: skip
+
+    def _precompute(self, learner: Any, frames: list[Frame], teacher: list[tuple]) -> ModelMemo:
+        """The acting models on every input of the recording, in batches (`opd.model_memo`): the student
+        head on each frame, the teacher on each teacher state, the predictor on each frame's window as it
+        will be if every frame is accepted in one episode (a window that turns out otherwise, after a
+        refused frame or an episode reset, is computed as live)."""
+        memo = ModelMemo()
+        if frames:
+            emb = np.stack([f.embedding for f in frames]).astype(np.float32)  # (F, E)
+            memo.fill("head", emb, learner.head_outputs)
+            history = learner.align.history
+            padded = np.concatenate([np.zeros((history - 1, emb.shape[1]), np.float32), emb])
+            windows = np.lib.stride_tricks.sliding_window_view(padded, (history, emb.shape[1]))[:, 0]
+            memo.fill("predictor", windows, learner.predictions_of)  # (F, T, E)
+        if teacher:
+            k = learner.contract.num_skills
+            feats = teacher_features(np.stack([t[4] for t in teacher]), np.array([t[2] for t in teacher]), k)
+            memo.fill("teacher", feats, learner.teacher_outputs)
+        return memo
 
     # ---- all of it ------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

@@ -192,3 +192,22 @@ def test_a_missing_bag_is_one_clear_error(tmp_path) -> None:
     with pytest.raises(BagError, match="no such bag"):
         Replay(tmp_path / "none", ARTIFACT, load_config(None)).run()
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_batched_model_outputs_change_no_decision(split_bag, monkeypatch) -> None:
+    """Replay evaluates the head, predictor and teacher in batches ahead (opd.model_memo); with an empty
+    memo every output is computed at batch 1, as live. Both make the same decisions."""
+    from opd.model_memo import ModelMemo
+
+    batched = Replay(split_bag, ARTIFACT, load_config(None))
+    first = batched.run()
+    assert batched.memo.hits["predictor"] >= 0.9 * first["decisions"]  # the speculation holds
+    assert batched.memo.hits["teacher"] > 0 and batched.memo.misses["head"] == 0
+    monkeypatch.setattr(Replay, "_precompute", lambda self, *args: ModelMemo())
+    single = Replay(split_bag, ARTIFACT, load_config(None)).run()
+    assert single["decisions"] == first["decisions"]
+    for a, b in zip(single["gates"], first["gates"], strict=True):  # same decisions, float sums aside
+        assert {k: v for k, v in a.items() if k != "threshold_mean"} == {
+            k: v for k, v in b.items() if k != "threshold_mean"}  # fmt: skip
+        assert a["threshold_mean"] == pytest.approx(b["threshold_mean"], rel=1e-6)
+    assert single["agreement"] == pytest.approx(first["agreement"], rel=1e-5)
