@@ -8,8 +8,10 @@ definitions; without them the types come from the typestore of the distro named 
 Topics are mapped to roles through config (`BagTopics`): a robot's `/camera/color/image_raw` is not ours.
 Messages come in log-time order (the recorder's reception time), decoded; what cannot be read is never
 fatal while the rest can: each skipped message is counted by (topic, reason) with the log times of the
-first and last (`Skips`). A bag that cannot be opened at all, or where no mapped topic is present, is one
-`BagError` naming the file or the topics. Bags are opened read-only; nothing is written to them.
+first and last (`Skips`). A recording cut short (no MCAP footer: the recorder died) is read up to the cut
+(`opd.mcap_recovery`), the cut a skip with its time. A bag that cannot be opened at all, or where no mapped
+topic is present, is one `BagError` naming the file or the topics. Bags are opened read-only; nothing is
+written to them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field
 
+from opd.mcap_recovery import RecoveredMcap
 from policies.config import Config
 
 ROLES = ("camera", "imu", "active_skill", "privileged", "teacher_action", "state", "executed", "gate")
@@ -156,7 +159,7 @@ class BagInput:
             self.reader = AnyReader([self.path], default_typestore=typestore(topics.distro))
             self.reader.open()
         except Exception as err:  # rosbags raises its own error types per storage; all mean "unreadable"
-            raise BagError(f"{self.path}: cannot open the bag: {type(err).__name__}: {err}") from None
+            self.reader = self._recover(f"{type(err).__name__}: {err}")
         self.connections: dict[str, list[Any]] = {}
         for conn in self.reader.connections:
             role = next((r for r in ROLES if topics.name(r) == conn.topic), None)
@@ -171,6 +174,22 @@ class BagInput:
             wanted = {r: topics.name(r) for r in ROLES if topics.name(r)}
             raise BagError(f"{self.path}: none of the mapped topics {wanted} is in the bag (it has "
                            f"{present}); map the robot's topics in the replay config's topics")  # fmt: skip
+
+    def _recover(self, why: str) -> RecoveredMcap:
+        """A bag rosbags cannot open: its MCAP files read record by record up to where they were cut short
+        (`opd.mcap_recovery`); each cut is a skip of "<bag>" at the last intact log time. sqlite3 storage
+        and bags with nothing readable are one error naming the bag."""
+        files = sorted(self.path.glob("*.mcap"), key=lambda p: (len(p.name), p.name))  # _9 before _10
+        if not files:
+            raise BagError(f"{self.path}: cannot open the bag: {why}")
+        reader = RecoveredMcap(files, typestore(self.topics.distro))
+        if not reader.connections:
+            raise BagError(f"{self.path}: cannot open the bag ({why}), and no record of it is readable")
+        for cut in reader.cuts:
+            detail = (f"{cut.path.name} ends in the middle of a record ({cut.error}): read its "
+                      f"{cut.messages} messages before the cut (rosbags: {why})")  # fmt: skip
+            self.skips.add("<bag>", "truncated", cut.last_log_s, detail)
+        return reader
 
     def close(self) -> None:
         self.reader.close()
@@ -216,7 +235,7 @@ class BagInput:
         """Decoded messages of `roles` in log-time order. Undecodable ones are skipped and counted; a read
         error (a truncated or corrupt file) ends the iteration, counted under the topic "<bag>". Messages of
         `stamps_only` roles are not decoded: only their header stamp is read from the raw CDR (every mapped
-        type but the gate's starts with a std_msgs/Header), which is ~50x cheaper, for their statistics."""
+        type starts with a std_msgs/Header), which is ~50x cheaper, for their statistics."""
         roles = (*roles, *stamps_only)
         conns = [c for r in roles for c in self.connections.get(r, [])]
         if not conns:

@@ -13,7 +13,7 @@ import pytest
 
 from opd.bag_input import BagError, BagTopics, dumps
 from opd.replay import Replay, ReplayConfig, load_config
-from opd.synthetic_bag import write_synthetic_bag
+from opd.synthetic_bag import START_S, write_synthetic_bag
 from policies.artifact import Artifact
 from sim.config import from_root
 
@@ -121,17 +121,40 @@ def test_reuse_state_takes_embeddings_that_name_this_encoder_and_stops_at_anothe
         Replay(theirs, ARTIFACT, load_config(None), reuse_state=True).run()
 
 
-@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
-def test_a_truncated_bag_is_one_clear_error_naming_the_file(artifact, tmp_path, storage) -> None:
-    """A recording cut short (no index, no MCAP footer) cannot be opened by rosbags: one error naming the
-    storage file and what is wrong with it, and the file is left as it was."""
-    bag = write_synthetic_bag(tmp_path / "bag", artifact, 3.0, storage=storage)
-    data = next(p for p in bag.iterdir() if p.suffix in (".db3", ".mcap"))
+def test_a_truncated_sqlite3_bag_is_one_clear_error_naming_the_file(artifact, tmp_path) -> None:
+    """A sqlite3 recording cut short cannot be opened: one error naming the bag and what is wrong with it,
+    and the file is left as it was."""
+    bag = write_synthetic_bag(tmp_path / "bag", artifact, 3.0, storage="sqlite3")
+    data = next(bag.glob("*.db3"))
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
     before = tree_hash(bag)
     with pytest.raises(BagError, match="cannot open the bag"):
         Replay(bag, ARTIFACT, load_config(None)).run()
     assert tree_hash(bag) == before
+
+
+def test_an_mcap_recording_cut_short_replays_up_to_the_cut(artifact, tmp_path) -> None:
+    """A recorder that died leaves an MCAP file without summary and footer, which rosbags cannot open: the
+    records before the cut are read (opd.mcap_recovery), the cut is reported with its time, the file stays
+    as it was."""
+    full = write_synthetic_bag(tmp_path / "full", artifact, 12.0)  # ~3 MB: chunks of ~1 MB
+    whole = Replay(full, ARTIFACT, load_config(None)).run()
+    bag = tmp_path / "cut"
+    shutil.copytree(full, bag)
+    data = next(bag.glob("*.mcap"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size * 6 // 10])
+    before = tree_hash(bag)
+    result = Replay(bag, ARTIFACT, load_config(None)).run()
+    (cut,) = [s for s in result["skipped"] if s["reason"] == "truncated"]
+    assert cut["topic"] == "<bag>" and data.name in cut["detail"]
+    assert 0 < result["decisions"] < whole["decisions"]
+    assert cut["first_s"] >= START_S + 3.0  # the intact chunks, seconds of them, were read
+    assert tree_hash(bag) == before
+    (tmp_path / "empty").mkdir()
+    shutil.copy(full / "metadata.yaml", tmp_path / "empty")
+    (tmp_path / "empty" / data.name).write_bytes(data.read_bytes()[:20])  # nothing but the header
+    with pytest.raises(BagError, match="no record of it is readable"):
+        Replay(tmp_path / "empty", ARTIFACT, load_config(None)).run()
 
 
 def test_a_corrupt_chunk_stops_reading_with_the_error_and_where(artifact, tmp_path) -> None:

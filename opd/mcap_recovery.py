@@ -1,0 +1,111 @@
+"""What a recording cut short still holds: MCAP files without their summary and footer (the recorder
+crashed, the disk filled, the power went), read record by record with the `mcap` library's stream reader.
+
+rosbags, like rosbag2's own reader, opens an MCAP file through its footer and summary; `ros2 bag reindex`
+rebuilds them offline. Every record before the cut is intact, so replay reads those directly: schemas and
+channels as they come, chunks decompressed, messages in file order (a recorder writes them as it receives
+them: log-time order), up to the first record the file does not hold in full. `RecoveredMcap` offers the
+part of rosbags' AnyReader that `opd.bag_input.BagInput` uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcap.records import Channel, Message, Schema
+from mcap.stream_reader import StreamReader
+
+
+@dataclass(eq=False)
+class RecoveredConnection:
+    """One topic of the recovered files (merged over split files), as rosbags' Connection names it."""
+
+    topic: str
+    msgtype: str
+    msgcount: int = 0
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where a file stopped being readable."""
+
+    path: Path
+    last_log_s: float  # log time of the last message read before the cut, s (0: none)
+    messages: int  # messages read from the file before the cut
+    error: str  # what the reader met at the cut
+
+
+class RecoveredMcap:
+    """The complete records of `files` (a bag's .mcap files, in order), decoded with `store`."""
+
+    def __init__(self, files: list[Path], store: Any) -> None:
+        self.files, self.store = files, store
+        self.cuts: list[Cut] = []
+        self._conns: dict[tuple[str, str], RecoveredConnection] = {}
+        self.start_time, self.end_time = 2**63 - 1, 0  # log times, ns
+        for conn, t_ns, _ in self._scan(record_cuts=True):
+            conn.msgcount += 1
+            self.start_time, self.end_time = min(self.start_time, t_ns), max(self.end_time, t_ns)
+        if not self.end_time:
+            self.start_time = 0
+
+    @property
+    def connections(self) -> list[RecoveredConnection]:
+        return list(self._conns.values())
+
+    def messages(
+        self, connections: list[RecoveredConnection]
+    ) -> Iterator[tuple[RecoveredConnection, int, bytes]]:
+        """(connection, log time ns, serialized message) of `connections`, in file order."""
+        wanted = {id(c) for c in connections}
+        for conn, t_ns, raw in self._scan(record_cuts=False):
+            if id(conn) in wanted:
+                yield conn, t_ns, raw
+
+    def deserialize(self, raw: bytes, msgtype: str) -> Any:
+        return self.store.deserialize_cdr(raw, msgtype)
+
+    def close(self) -> None:
+        """Nothing stays open between reads."""
+
+    def _scan(self, record_cuts: bool) -> Iterator[tuple[RecoveredConnection, int, bytes]]:
+        for path in self.files:
+            schemas: dict[int, Schema] = {}
+            channels: dict[int, RecoveredConnection] = {}
+            count, last_ns = 0, 0
+            with path.open("rb") as f:
+                records = iter(StreamReader(f, skip_magic=False, emit_chunks=False).records)
+                while True:
+                    try:
+                        record = next(records)
+                    except StopIteration:
+                        break
+                    except Exception as err:  # a record cut short, or what the cut left behind
+                        if record_cuts:
+                            self.cuts.append(Cut(path, last_ns * 1e-9, count, f"{type(err).__name__}: {err}"))
+                        break
+                    if isinstance(record, Schema):
+                        schemas[record.id] = record
+                    elif isinstance(record, Channel):
+                        channels[record.id] = self._connection(record, schemas.get(record.schema_id))
+                    elif isinstance(record, Message) and record.channel_id in channels:
+                        count, last_ns = count + 1, record.log_time
+                        yield channels[record.channel_id], record.log_time, record.data
+
+    def _connection(self, channel: Channel, schema: Schema | None) -> RecoveredConnection:
+        """The topic's connection; a type the store does not know is registered from the file's schema."""
+        msgtype = schema.name if schema else ""
+        if schema and msgtype not in self.store.types and schema.encoding == "ros2msg":
+            from rosbags.typesys import get_types_from_msg
+
+            try:
+                self.store.register(get_types_from_msg(schema.data.decode(), msgtype))
+            except Exception:  # an unparsable definition: its messages will not decode (counted there)
+                pass
+        key = (channel.topic, msgtype)
+        if key not in self._conns:
+            self._conns[key] = RecoveredConnection(channel.topic, msgtype)
+        return self._conns[key]
