@@ -37,6 +37,7 @@ error-driven takeovers.
 from __future__ import annotations
 
 import collections
+import math
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -57,6 +58,21 @@ REASONS = (  # stable identifiers: logs and dashboards key on them
 )
 SOURCES = ("student", "teacher")  # by use_teacher, for Gate.counts keys
 UNAVAILABLE, OUT_OF_CONTRACT, DISAGREEMENT, HOLDING, UNKNOWN, BELOW_RELEASE, ABOVE, CONFIDENT = range(8)
+
+
+def quantile(x: np.ndarray, q: float) -> float:
+    """`np.quantile(x, q)` (method "linear") of finite x, bit for bit, by a partition on the two order
+    statistics it interpolates: a tenth of np.quantile's cost on a budget window (the gate asks every
+    decision)."""
+    n = x.size
+    virtual = (n - 1) * q
+    lo = int(math.floor(virtual))
+    hi = min(lo + 1, n - 1)
+    gamma = virtual - lo
+    part = np.partition(x, (lo, hi))
+    a, b = float(part[lo]), float(part[hi])
+    diff = b - a
+    return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma  # numpy's _lerp
 
 
 class GateConfig(Config):
@@ -146,7 +162,7 @@ class Gate:
         if step < 0:
             raise ValueError(f"step = {step} must be >= 0")
         if self._calibrated():
-            return float(np.quantile(self._window[: min(self._seen, self._window.size)], 1.0 - self._beta))
+            return quantile(self._window[: min(self._seen, self._window.size)], 1.0 - self._beta)
         c = self.cfg
         return self._scheduled(c.threshold_start, c.threshold_end, step)
 

@@ -299,3 +299,14 @@ def test_decisions_follow_the_rules(n: int, seed: int, dwell: int) -> None:
                 assert np.isnan(error[i]) and teacher[i] == was[i]
         was = teacher.copy()
     assert sum(g.counts.values()) == 40 * n
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    x=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=300).map(np.array),
+    q=st.floats(0.0, 1.0),
+)
+def test_the_budget_quantile_is_numpys_bit_for_bit(x: np.ndarray, q: float) -> None:
+    from opd.gate import quantile
+
+    assert quantile(x, q) == float(np.quantile(x, q))
