@@ -9,12 +9,13 @@ Three passes over the bag:
    (`policies.message_fields`): IMU samples, active skills, teacher states, recorded embeddings, executed
    actions and gate decisions; per topic the stamps and log times (latency, gaps, drops);
 2. encode (the default): camera frames in log order, each with the IMU window the live encoder would cut
-   (`policies.imu_buffer.ImuBuffer`, the last samples at or before the image stamp) and the active skill as
-   of its arrival, resized and encoded in batches through the deployed runtime (ONNX Runtime by default),
-   which the live graph cannot do. When the bag holds the live encoder's output (`state`), exactly the
-   frames it encoded are encoded (the live one drops frames under load); otherwise every frame with a
-   window. `--reuse-state` skips this pass and takes the recorded embeddings, when each names this
-   artifact's encoder (StateEmbedding.encoder_hash; the first that names another stops the replay);
+   (`policies.imu_buffer.ImuBuffer`, the last samples at or before the image stamp), resized and encoded
+   in batches through the deployed runtime (ONNX Runtime by default), which the live graph cannot do. When
+   the bag holds the live encoder's output (`state`), exactly the frames it encoded are encoded (the live
+   one drops frames under load), each with the skill state its embedding names; otherwise every frame with
+   a window, with the last skill state recorded before the frame arrived. `--reuse-state` skips this pass
+   and takes the recorded embeddings, when each names this artifact's encoder
+   (StateEmbedding.encoder_hash; the first that names another stops the replay);
 3. decide: frames and teacher states in arrival order through the core. A frame the live gate decided
    (its /opd/gate record) is decided at the recorded time after exactly the teacher states the live one had
    (`teacher_upto`); when the bag holds such records, frames without one (dropped by the live node's
@@ -160,6 +161,7 @@ class Frame:
     stamp: float
     arrival: float  # when the opd node got it: the recorded embedding's log time, else the image's, s
     embedding: np.ndarray | None = None  # (E,)
+    active: tuple[int, float, float] | None = None  # (skill, progress, step) the live encoder used
 
 
 # A frame's encoder inputs: the frame, its image (H, W, 3) uint8, IMU window (T, 6), (skill, progress, step)
@@ -243,7 +245,8 @@ class Replay:
                     rec.executed.setdefault(stamp_ns(stamp), (m.log_s, *msg_to_action(m.msg, c)))
                 elif m.role == "state":
                     emb = self._recorded_embedding(m, emb_dim) if self.reuse_state else None
-                    rec.states.setdefault(stamp_ns(stamp), Frame(stamp, m.log_s, emb))
+                    active = (int(m.msg.skill), float(m.msg.progress), float(m.msg.step))
+                    rec.states.setdefault(stamp_ns(stamp), Frame(stamp, m.log_s, emb, active))
             except (MessageError, ValueError) as err:
                 reason = err.reason if isinstance(err, MessageError) else "invalid"
                 bag.skips.add(m.topic, reason, m.log_s, str(err))
@@ -311,10 +314,13 @@ class Replay:
                 return None
             self.counts["windows_with_gap"] += bool(match.gap_s)
             rgb = rgb if rgb.shape[:2] == rt.image_hw else resize_rgb(rgb, *rt.image_hw)
+            live = rec.states.get(stamp_ns(stamp))
+            if live is not None:  # the skill state the live encoder used, as its embedding names it
+                return Frame(stamp, live.arrival), rgb, match.window, live.active
+            # else the last one recorded before the frame arrived
             i = bisect.bisect_right(skill_logs, m.log_s) - 1
             active = rec.skills[i][1] if i >= 0 else (self.contract.safe_skill_id, 0.0, 0.0)
-            live = rec.states.get(stamp_ns(stamp))
-            return Frame(stamp, live.arrival if live else m.log_s), rgb, match.window, active
+            return Frame(stamp, m.log_s), rgb, match.window, active
 
         for m in self._read(bag.messages(("camera",))):
             t1 = time.perf_counter()

@@ -158,12 +158,15 @@ def _messages(ts, rng, seconds, camera_hz, imu_hz, latency_s, hw, encoding, fiel
 def _embeddings(ts, rng, msgs, artifact, topics):
     """One embedding per camera frame, stamped with it, arriving 10 ms after the image."""
     dim = artifact.manifest["config"]["student"]["encoder"]["embed_dim"]
+    key = lambda h: (h.stamp.sec, h.stamp.nanosec)  # noqa: E731
+    active = {key(m.header): m.position for t, _, _, m in msgs if t == topics.name("active_skill")}
     out = []
     for topic, log_s, _, msg in msgs:
         if topic == topics.name("camera"):
+            skill, progress, step = active[key(msg.header)]  # the skill state the frame is encoded with
             state = ts.types["agent_interfaces/msg/StateEmbedding"](
-                header=msg.header, encoder_hash=artifact.encoder_hash, skill=0, progress=0.0, step=0,
-                data=rng.normal(size=dim).astype(np.float32),
+                header=msg.header, encoder_hash=artifact.encoder_hash, skill=int(skill),
+                progress=float(progress), step=int(step), data=rng.normal(size=dim).astype(np.float32),
             )  # fmt: skip
             out.append((topics.name("state"), log_s + 0.01, "agent_interfaces/msg/StateEmbedding", state))
     return out
