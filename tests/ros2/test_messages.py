@@ -232,3 +232,19 @@ def test_the_embedding_message_is_a_quarter_of_the_joint_state_layout_it_replace
     floor = layouts["std_msgs/Float32MultiArray"]["bytes"]
     assert ours < layouts["sensor_msgs/JointState (e0..e{E-1})"]["bytes"] / 4
     assert ours - floor < 120  # header + encoder hash + skill state over the bare array
+
+
+@pytest.mark.parametrize("name", ["StateEmbedding", "HybridAction", "GateState"])
+def test_bags_record_the_type_hashes_rosidl_generated(name: str) -> None:
+    """The recorder's typestore (from the .msg files) hashes each type as rosidl did for the installed
+    package (RIHS01), so `ros2 bag play` of a recording offers the types the nodes use."""
+    import json
+    import sys
+    from pathlib import Path
+
+    generated = Path(sys.prefix) / "share" / "agent_interfaces" / "msg" / f"{name}.json"
+    if not generated.is_file():
+        pytest.skip(f"{generated} not found: agent_interfaces is not installed into this environment")
+    hashes = {h["type_name"]: h["hash_string"] for h in json.loads(generated.read_text())["type_hashes"]}
+    msgtype = f"agent_interfaces/msg/{name}"
+    assert typestore().hash_rihs01(msgtype) == hashes[msgtype]
