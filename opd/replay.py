@@ -21,10 +21,11 @@ Three passes over the bag:
    (`teacher_upto`); when the bag holds such records, frames without one (dropped by the live node's
    reader while it lagged) are not decided, as they were not live; otherwise frames are decided at their
    arrival. The frozen models' outputs for the whole recording are computed first, in batches
-   (`opd.model_memo`), and served to the core by input. Alongside, each counterfactual gate
-   (`ReplayConfig.gates`) rules on the same evidence (`opd.online_distillation.GateInputs`) in worker
-   processes (`opd.counterfactual`): the would-have-intervened rate, switches per minute and where they
-   fall, for a whole threshold sweep in one pass. The counterfactual is open loop: the robot's path is the
+   (`opd.model_memo`), and served to the core by input. Alongside, the counterfactual gates
+   (`ReplayConfig.gates`, one vectorised `opd.gate.GateBank`) rule on the same evidence
+   (`opd.online_distillation.GateInputs`), restarting at each episode as the replayed gate does: the
+   would-have-intervened rate, switches per minute and where they fall, for a whole threshold sweep in one
+   pass. The counterfactual is open loop: the robot's path is the
    recorded one whatever a variant would have done.
 """
 
@@ -44,9 +45,8 @@ import torch
 from pydantic import Field
 
 from opd.bag_input import BagError, BagInput, BagMessage, BagTopics, stamp_ns
-from opd.counterfactual import CounterfactualGates
 from opd.decision_stream import DecisionStream
-from opd.gate import GateConfig
+from opd.gate import GateBank, GateConfig
 from opd.live import DEFAULT_OPD_CONFIG, DEFAULT_TEACHER, load_learner
 from opd.model_memo import ModelMemo
 from opd.replay_summary import summarise
@@ -379,8 +379,9 @@ class Replay:
         learner = self._learner(bag)
         stream = DecisionStream(learner)
         base = learner.cfg.gate.model_dump()
-        configs = {v.name: GateConfig.from_dict({**base, **v.gate}, f"gates: {v.name}")
-                   for v in self.cfg.gates}  # fmt: skip
+        names = [v.name for v in self.cfg.gates]
+        bank = GateBank([GateConfig.from_dict({**base, **v.gate}, f"gates: {v.name}")
+                         for v in self.cfg.gates])  # fmt: skip
         teacher = sorted(rec.teacher_states, key=lambda x: x[0])
         frames = sorted(frames, key=lambda f: f.arrival)
         if rec.gate:
@@ -397,7 +398,7 @@ class Replay:
         rows: list[dict[str, Any]] = []
         teacher_actions: dict[int, tuple[int, np.ndarray]] = {}
         preds: list[tuple[float, np.ndarray]] = []
-        variants = CounterfactualGates(configs)
+        cf_use: dict[str, list[tuple[float, bool, float]]] = {name: [] for name in names}
         episodes = 0
         k = 0
         for f in frames:
@@ -426,13 +427,15 @@ class Replay:
                          "error": float(d.error[0]), "threshold": float(d.threshold),
                          "skill": int(action.skill), "params": np.asarray(action.params, np.float64),
                          "student": (s_skill, s_params), "live": context})  # fmt: skip
-            if len(stream.episodes) > episodes:  # an episode ended before this decision
-                episodes = len(stream.episodes)
-                variants.reset()
-            if d.inputs is not None:
-                variants.decide(now, d.inputs, d.no_student)
+            if len(stream.episodes) > episodes:  # an episode ended before this decision: as the live gate,
+                episodes = len(stream.episodes)  # the counterfactual ones restart
+                bank.reset()
+            if names and d.inputs is not None:
+                use, thresholds = bank.decide(**vars(d.inputs))
+                use = np.where(d.no_student[0], d.inputs.teacher_ok[0], use)  # no student: as the core
+                for name, u, th in zip(names, use.tolist(), thresholds.tolist(), strict=True):
+                    cf_use[name].append((now, u, th))
         stream.finish(frames[-1].arrival if frames else 0.0)
-        cf_use = variants.results()
         self.timings["gate"] += time.perf_counter() - t0
         teacher_actions = {**rec.teacher_actions, **teacher_actions}  # the replayed teacher's first
         return {"rows": rows, "episodes": stream.episodes, "counterfactual": cf_use, "preds": preds,

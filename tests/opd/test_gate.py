@@ -310,3 +310,44 @@ def test_the_budget_quantile_is_numpys_bit_for_bit(x: np.ndarray, q: float) -> N
     from opd.gate import quantile
 
     assert quantile(x, q) == float(np.quantile(x, q))
+
+
+BANK = [
+    GateConfig(schedule="constant", threshold_start=0.3, threshold_end=0.3),
+    GateConfig(threshold_start=0.2, threshold_end=0.05, decay_steps=200, schedule="linear"),
+    GateConfig(release_ratio=1.0, min_teacher_steps=1, disagree_s=0.0),
+    GateConfig(budget=0.2, budget_min_samples=20, budget_window=50),
+    GateConfig(budget=0.05, budget_end=0.3, decay_steps=300, budget_min_samples=30, budget_window=120),
+    GateConfig(budget=0.1, budget_min_samples=30),  # the longest window: the bank's whole ring
+]
+
+
+SMALL_RINGS = [  # the bank's ring (50) wraps many times over 400 decisions
+    GateConfig(budget=0.2, budget_min_samples=20, budget_window=50),
+    GateConfig(budget=0.3, budget_min_samples=10, budget_window=30, min_teacher_steps=1),
+]
+
+
+@pytest.mark.parametrize("configs", [BANK, SMALL_RINGS], ids=["mixed", "small_rings"])
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_a_gate_bank_rules_as_one_gate_per_setting(configs: list[GateConfig], seed: int) -> None:
+    """Replay's counterfactual gates: each variant of the vectorised bank decides exactly as its own Gate,
+    episode resets included, over random evidence (unknown errors, silent teachers, skill changes)."""
+    from opd.gate import GateBank
+
+    rng = np.random.default_rng(seed)
+    bank, gates = GateBank(configs), [Gate(c, 1) for c in configs]
+    for step in range(400):
+        if rng.random() < 0.01:
+            bank.reset()
+            for g in gates:
+                g.reset()
+        args = dict(step=step, now=np.array([0.05 * step]),
+                    error=np.array([np.nan if rng.random() < 0.1 else rng.lognormal(-1.5, 0.8)]),
+                    student_skill=rng.integers(0, 2, 1), teacher_skill=rng.integers(0, 2, 1),
+                    student_in_contract=rng.random(1) > 0.02, teacher_ok=rng.random(1) > 0.05)  # fmt: skip
+        use, threshold = bank.decide(**args)
+        for i, g in enumerate(gates):
+            d = g.decide(**args)
+            assert (use[i], threshold[i]) == (d.use_teacher[0], d.threshold), (step, i)
