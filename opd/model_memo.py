@@ -27,14 +27,17 @@ class ModelMemo:
         self.misses = dict.fromkeys(self.tables, 0)
 
     def fill(
-        self, model: str, inputs: np.ndarray, fn: Callable[[np.ndarray], Outputs], batch: int = 256
-    ) -> None:
-        """Evaluate `fn` on `inputs` (M, ...) float32 in batches of `batch`; each output has a leading M."""
+        self, model: str, inputs: np.ndarray, fn: Callable[[np.ndarray], Outputs | np.ndarray],
+        batch: int = 256,
+    ) -> None:  # fmt: skip
+        """Evaluate `fn` on `inputs` (M, ...) float32 in batches of `batch`; each output (one array or a
+        tuple) has a leading M."""
         inputs = np.ascontiguousarray(inputs, dtype=np.float32)
         table = self.tables[model]
         for i in range(0, len(inputs), batch):
             rows = inputs[i : i + batch]
             outs = fn(rows)
+            outs = outs if isinstance(outs, tuple) else (outs,)
             for j, row in enumerate(rows):
                 table[row.tobytes()] = tuple(o[j] for o in outs)
 

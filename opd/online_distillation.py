@@ -267,7 +267,7 @@ class OnlineDistillation:
                 inputs = [torch.as_tensor(frame[k]) for k in FRAME_KEYS]
                 emb, _ = self.acting.encoder(*inputs)  # (M, E)
             emb_np = emb.numpy()
-            skill, params = self._head_outputs(emb_np, emb)
+            skill, params = self.head_outputs(emb_np)
             # Only frames the buffer accepts (not late, duplicate or non-finite) act and enter the windows,
             # so the acting window and the training windows hold the same frames.
             payloads = [{k: np.array(frame[k][j]) for k in frame} for j in range(len(envs))]
@@ -288,7 +288,7 @@ class OnlineDistillation:
                 window = self._window[envs[j]]
                 window.append(emb_np[j])
                 windows[row, -len(window) :] = list(window)  # (T, E), zero rows before the first frame
-            pred = self._predictions_of(windows)  # (M', H, Dq) normalised
+            pred = self.predictions_of(windows)  # (M', H, Dq) normalised
             if self.acting_novelty is not None:
                 self._novelty_score[envs[sel]] = self.acting_novelty.disagreement(emb[sel]).numpy()
         for row, j in enumerate(sel):
@@ -313,20 +313,14 @@ class OnlineDistillation:
     @torch.no_grad()
     def head_outputs(self, emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The acting head on embeddings (M, E) float32: deployed skills (M,) and params (M, P) float64."""
-        return self._head_outputs(emb, torch.from_numpy(emb))
-
-    def _head_outputs(self, emb_np: np.ndarray, emb: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        if self.memo is not None and (held := self.memo.get("head", emb_np)) is not None:
+        if self.memo is not None and (held := self.memo.get("head", emb)) is not None:
             return held
-        skill, params = self.acting.head.deterministic(self.acting.head(emb))
+        skill, params = self.acting.head.deterministic(self.acting.head(torch.from_numpy(emb)))
         return skill.numpy(), params.double().numpy()
 
     @torch.no_grad()
-    def predictions_of(self, windows: np.ndarray) -> tuple[np.ndarray]:
+    def predictions_of(self, windows: np.ndarray) -> np.ndarray:
         """The acting predictor on windows (M, T, E) float32: predictions (M, H, Dq), normalised units."""
-        return (self._predictions_of(windows),)
-
-    def _predictions_of(self, windows: np.ndarray) -> np.ndarray:
         if self.memo is not None and (held := self.memo.get("predictor", windows)) is not None:
             return held[0]
         h0, c0 = self.acting_predictor.initial_state(len(windows))
