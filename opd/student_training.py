@@ -15,6 +15,7 @@ Output directory (rerunning the same command resumes from the last checkpoint):
     checkpoints/store.npz               the learner's sample store, as of the newest checkpoint
     history.jsonl                       one line per log period: losses, intervention rate, threshold, ...
     student.pt, predictor.pt, student.yaml  the final student and predictor (weights) and their configs
+    init_from.json                      with `init_from`: the artifact the run started from (manifest hash)
     tb/                                 TensorBoard scalars
 """
 
@@ -37,7 +38,9 @@ from pydantic import Field
 from opd.evaluation import load_teacher
 from opd.online_distillation import OnlineDistillation, OPDConfig
 from opd.teacher_training import _stop_on_signals
+from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import Config
+from policies.state_predictor import PredictorConfig
 from policies.student_policy import StudentConfig, StudentPolicy
 from sim.config import SimConfig, from_root
 
@@ -64,6 +67,9 @@ class StudentTrainConfig(Config):
     log_every: int = Field(2_000, ge=1)  # decisions between log lines and TensorBoard writes
     seed: int = 0  # seeds torch, the learner's sampler and the envs (env i: seed + i)
     threads: int = Field(2, ge=1)  # torch CPU threads
+    # An artifact whose student and predictor weights the run starts from (fine-tuning a shipped student);
+    # None: random init. Only a fresh run reads it: a run with a checkpoint resumes from the checkpoint.
+    init_from: str | None = None
     opd: OPDConfig = Field(default_factory=OPDConfig)
 
 
@@ -236,6 +242,8 @@ class StudentTrainer:
     def _resume(self) -> None:
         ckpts = sorted((self.out / "checkpoints").glob("step_*.pt"))
         if not ckpts:
+            if self.cfg.init_from:
+                self._init_from(Artifact.load(from_root(self.cfg.init_from)))
             return
         state = torch.load(ckpts[-1], weights_only=True)
         self.learner.load(state["learner"])
@@ -248,9 +256,31 @@ class StudentTrainer:
             self.learner.store.load(store)
         log.info("resumed from %s at step %d with %d samples", ckpts[-1], self.steps, len(self.learner.store))
 
+    def _init_from(self, artifact: Artifact) -> None:
+        """Start from a deployed student: its weights (hash-verified), refused unless its architecture and
+        contract are this run's (a mismatch named, not a shape error deep in torch)."""
+        manifest = artifact.manifest
+        if manifest["config"]["student"] != self.student_cfg.model_dump(mode="json"):
+            raise ValueError(f"{artifact.root}: its student config is not {self.cfg.student_config}")
+        if artifact.contract.fingerprint != self.learner.contract.fingerprint:
+            raise ValueError(f"{artifact.root}: its skill contract is not the teacher's")
+        predictor = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
+        if predictor != self.learner.predictor_cfg:
+            raise ValueError(f"{artifact.root}: its predictor config differs from this run's")
+        weights = manifest["weights"]
+        self.learner.student.load_state_dict(torch.load(artifact.path(weights["student"]), weights_only=True))
+        self.learner.predictor.load_state_dict(
+            torch.load(artifact.path(weights["predictor"]), weights_only=True)
+        )
+        self.learner.sync_policy()
+        origin = {"artifact": str(artifact.root), "manifest_sha256": sha256_file(artifact.root / MANIFEST)}
+        (self.out / "init_from.json").write_text(json.dumps(origin, indent=2) + "\n")
+        log.info("initialised from %s (manifest sha256 %s)", artifact.root, origin["manifest_sha256"][:16])
+
     def export(self) -> Path:
         """student.pt, predictor.pt (weights) and student.yaml (configs and provenance)."""
         student, predictor = self.learner.get_policy()
+        origin = self.out / "init_from.json"
         torch.save(student.state_dict(), self.out / "student.pt")
         torch.save(predictor.state_dict(), self.out / "predictor.pt")
         meta = {
@@ -259,6 +289,7 @@ class StudentTrainer:
             "updates": self.learner.updates,
             "labels": self.learner.store.added,
             "seed": self.cfg.seed,
+            "init_from": json.loads(origin.read_text()) if origin.is_file() else None,
             "student": self.student_cfg.model_dump(mode="json"),
             "predictor": self.learner.predictor_cfg.model_dump(mode="json"),
         }

@@ -83,3 +83,23 @@ def test_a_crash_mid_write_leaves_the_last_checkpoint_loadable(tmp_path: Path) -
     trainer = StudentTrainer(tiny(tmp_path), out)
     trainer._resume()
     assert trainer.steps == 120
+
+
+def test_a_run_can_start_from_a_shipped_student_and_refuses_another_architecture(tmp_path: Path) -> None:
+    base = StudentTrainer(tiny(tmp_path, total_steps=120), tmp_path / "base")
+    base.run()
+    artifact = base.export_artifact()
+    tuned = StudentTrainer(tiny(tmp_path, total_steps=120, init_from=str(artifact)), tmp_path / "tuned")
+    tuned._resume()  # a fresh run: starts from the artifact's weights, not random ones
+    shipped = torch.load(artifact / "student.pt", weights_only=True)
+    assert all(torch.equal(v, tuned.learner.get_policy()[0].state_dict()[k]) for k, v in shipped.items())
+    assert tuned.learner.steps == 0
+    tuned.run()
+    meta = yaml.safe_load((tmp_path / "tuned" / "student.yaml").read_text())
+    assert meta["init_from"]["artifact"] == str(artifact) and len(meta["init_from"]["manifest_sha256"]) == 64
+    wider = {**TINY_STUDENT, "head": {"hidden": [48]}}
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(wider))
+    refused = StudentTrainer(tiny(tmp_path, init_from=str(artifact), student_config=str(other)), tmp_path / "x")
+    with pytest.raises(ValueError, match="student config"):
+        refused._resume()

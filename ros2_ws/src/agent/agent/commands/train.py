@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--seed", type=int, help="seed")
     s.add_argument("--out", type=Path, default=Path("runs/student"), help="output directory")
     s.add_argument("--config", type=Path, help="training config YAML (default opd/configs/student.yaml)")
+    s.add_argument("--init-from", type=Path, metavar="ARTIFACT",
+                   help="start from this artifact's student and predictor weights (fine-tuning a shipped "
+                   "student; a fresh --out only)")  # fmt: skip
     s.add_argument("--no-export", action="store_true", help="skip writing OUT/artifact (ONNX export)")
 
 
@@ -60,6 +63,7 @@ def run_student(args: argparse.Namespace) -> int:
 
     cfg = StudentTrainConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
     overrides = {"method": args.method, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed,
+                 "init_from": str(args.init_from.resolve()) if args.init_from else None,
                  "sim_config": f"sim/configs/{args.sim}.yaml" if args.sim else None}  # fmt: skip
     cfg = StudentTrainConfig.from_dict(
         {**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
