@@ -100,6 +100,7 @@ def test_a_run_can_start_from_a_shipped_student_and_refuses_another_architecture
     wider = {**TINY_STUDENT, "head": {"hidden": [48]}}
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump(wider))
-    refused = StudentTrainer(tiny(tmp_path, init_from=str(artifact), student_config=str(other)), tmp_path / "x")
+    mismatched = tiny(tmp_path, init_from=str(artifact), student_config=str(other))
+    refused = StudentTrainer(mismatched, tmp_path / "x")
     with pytest.raises(ValueError, match="student config"):
         refused._resume()
