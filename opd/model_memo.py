@@ -19,7 +19,7 @@ Outputs = tuple[np.ndarray, ...]
 
 
 class ModelMemo:
-    """Per model ("head", "predictor", "teacher"): input row bytes -> outputs for that row."""
+    """Per model ("head", "predictor", "teacher"): input row bytes -> outputs for that row, (1, ...) each."""
 
     def __init__(self) -> None:
         self.tables: dict[str, dict[bytes, Outputs]] = {"head": {}, "predictor": {}, "teacher": {}}
@@ -39,7 +39,7 @@ class ModelMemo:
             outs = fn(rows)
             outs = outs if isinstance(outs, tuple) else (outs,)
             for j, row in enumerate(rows):
-                table[row.tobytes()] = tuple(o[j] for o in outs)
+                table[row.tobytes()] = tuple(o[j : j + 1] for o in outs)  # (1, ...) each
 
     def get(self, model: str, inputs: np.ndarray) -> Outputs | None:
         """Outputs stacked over the rows of `inputs` (M, ...), or None unless every row is held."""
@@ -49,4 +49,6 @@ class ModelMemo:
             self.misses[model] += 1
             return None
         self.hits[model] += 1
-        return tuple(np.stack(cols) for cols in zip(*found, strict=True))
+        if len(found) == 1:  # the live core's usual batch: no stacking (copies: callers own their outputs)
+            return tuple(o.copy() for o in found[0])
+        return tuple(np.concatenate(cols) for cols in zip(*found, strict=True))

@@ -261,12 +261,10 @@ class OnlineDistillation:
         Returns (M,) bool: the frame was accepted (the buffer counts why not: late, duplicate, non-finite).
         """
         with self.lock:
-            if "embedding" in frame:
-                emb = torch.as_tensor(frame["embedding"], dtype=torch.float32)
+            if "embedding" in frame:  # a copy: the caller's array may be read-only (a decoded message)
+                emb_np = np.array(frame["embedding"], np.float32)  # (M, E)
             else:
-                inputs = [torch.as_tensor(frame[k]) for k in FRAME_KEYS]
-                emb, _ = self.acting.encoder(*inputs)  # (M, E)
-            emb_np = emb.numpy()
+                emb_np = self.acting.encoder(*(torch.as_tensor(frame[k]) for k in FRAME_KEYS))[0].numpy()
             skill, params = self.head_outputs(emb_np)
             # Only frames the buffer accepts (not late, duplicate or non-finite) act and enter the windows,
             # so the acting window and the training windows hold the same frames.
@@ -283,14 +281,15 @@ class OnlineDistillation:
             if not accepted.any():
                 return accepted
             sel = np.flatnonzero(accepted)
-            windows = np.zeros((sel.size, self.align.history, emb.shape[1]), np.float32)
+            windows = np.zeros((sel.size, self.align.history, emb_np.shape[1]), np.float32)
             for row, j in enumerate(sel):
                 window = self._window[envs[j]]
                 window.append(emb_np[j])
                 windows[row, -len(window) :] = list(window)  # (T, E), zero rows before the first frame
             pred = self.predictions_of(windows)  # (M', H, Dq) normalised
             if self.acting_novelty is not None:
-                self._novelty_score[envs[sel]] = self.acting_novelty.disagreement(emb[sel]).numpy()
+                novelty = self.acting_novelty.disagreement(torch.from_numpy(emb_np[sel]))
+                self._novelty_score[envs[sel]] = novelty.numpy()
         for row, j in enumerate(sel):
             i = envs[j]
             payloads[j]["prediction"] = pred[row]  # the buffer hands the payload back with the sample
@@ -383,16 +382,13 @@ class OnlineDistillation:
         over its resolved horizons; NaN when none is resolved yet. Shape: (N,)."""
         out = np.full(self.num_envs, np.nan)
         period = self.align.period_s
-        for i, preds in enumerate(self._predictions):
+        for buf, preds, i in zip(self.buffers, self._predictions, range(self.num_envs), strict=True):
             for stamp, pred in reversed(preds):
-                errs = []
-                for h in range(pred.shape[0]):
-                    entry = self.buffers[i].teacher_at(stamp + (h + 1) * period)
-                    if entry is not None:
-                        diff = pred[h] - self.normalise(entry.state)
-                        errs.append(float(np.sqrt(np.mean(diff**2))))
-                if errs:
-                    out[i] = float(np.mean(errs))
+                hit = [(h, e) for h in range(pred.shape[0])
+                       if (e := buf.teacher_at(stamp + (h + 1) * period)) is not None]  # fmt: skip
+                if hit:
+                    diff = pred[[h for h, _ in hit]] - self.normalise(np.stack([e.state for _, e in hit]))
+                    out[i] = float(np.sqrt(np.mean(diff**2, axis=1)).astype(np.float64).mean())  # (H',) -> 1
                     break
         return out
 
@@ -522,11 +518,14 @@ class OnlineDistillation:
                 self.acting_novelty.load_state_dict(self.novelty.state_dict())
 
     def _copies(self) -> tuple[StudentPolicy, StatePredictor, EnsembleNovelty | None]:
-        def frozen(m: torch.nn.Module) -> Any:
-            return copy.deepcopy(m).eval().requires_grad_(False)
+        def frozen(m: torch.nn.Module, shared: dict[int, Any] | None = None) -> Any:
+            return copy.deepcopy(m, shared).eval().requires_grad_(False)
 
+        # A fixed encoder never changes and the learner never runs it (frames come as embeddings): the
+        # acting student shares it instead of holding a second copy of the largest weights.
+        encoder = self.student.encoder
         return (
-            frozen(self.student),
+            frozen(self.student, None if self.cfg.distill.train_encoder else {id(encoder): encoder}),
             frozen(self.predictor),
             None if self.novelty is None else frozen(self.novelty),
         )

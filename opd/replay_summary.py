@@ -71,9 +71,14 @@ def summarise(replay: Any, bag: Any, rec: Any, out: dict[str, Any], frames: int)
 
 def nearest(sorted_values: np.ndarray, x: float) -> int:
     """Index of the value nearest `x` in a non-empty sorted array (ties: the earlier)."""
-    j = int(np.searchsorted(sorted_values, x))
-    candidates = (c for c in (j - 1, j) if 0 <= c < sorted_values.size)
-    return min(candidates, key=lambda c: abs(sorted_values[c] - x))
+    return int(nearest_all(sorted_values, np.asarray(x)))
+
+
+def nearest_all(sorted_values: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """`nearest` for every element of `x` (any shape): indices of the same shape."""
+    j = np.searchsorted(sorted_values, x)
+    lo, hi = np.clip(j - 1, 0, sorted_values.size - 1), np.clip(j, 0, sorted_values.size - 1)
+    return np.where(np.abs(sorted_values[hi] - x) < np.abs(sorted_values[lo] - x), hi, lo)
 
 
 def _nanmean(values: list[float]) -> float | None:
@@ -89,19 +94,18 @@ def _horizon_errors(learner: Any, preds: list, teacher_states: list) -> dict[str
     stamps = np.array([s for _, s, *_ in teacher_states])
     order = np.argsort(stamps)
     stamps = stamps[order]
-    states = np.stack([teacher_states[i][4] for i in order])  # (T, Dq)
-    norm = learner.normalise(states)
+    norm = learner.normalise(np.stack([teacher_states[i][4] for i in order]))  # (T, Dq)
     period, tol = learner.align.period_s, learner.align.tolerance_s
     horizon = learner.align.horizon
-    errors: list[list[float]] = [[] for _ in range(horizon)]
-    for stamp, pred in preds:
-        if pred is None:
-            continue
-        for h in range(horizon):
-            target = stamp + (h + 1) * period
-            best = nearest(stamps, target)
-            if abs(stamps[best] - target) <= tol:
-                errors[h].append(float(np.sqrt(np.mean((pred[h] - norm[best]) ** 2))))
+    made = [(stamp, pred) for stamp, pred in preds if pred is not None]
+    if not made:
+        return {f"h{h}": {"n": 0} for h in range(1, horizon + 1)}
+    pred = np.stack([p for _, p in made])[:, :horizon]  # (F, H, Dq)
+    target = np.array([s for s, _ in made])[:, None] + (np.arange(horizon) + 1) * period  # (F, H)
+    best = nearest_all(stamps, target)  # (F, H)
+    found = np.abs(stamps[best] - target) <= tol
+    rms = np.sqrt(np.mean((pred - norm[best]) ** 2, axis=-1)).astype(np.float64)  # (F, H)
+    errors = [rms[found[:, h], h].tolist() for h in range(horizon)]
     out = {}
     top = max((max(e) for e in errors if e), default=1.0)
     edges = np.linspace(0.0, top, HIST_BINS + 1)
