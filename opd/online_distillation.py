@@ -382,7 +382,7 @@ class OnlineDistillation:
         over its resolved horizons; NaN when none is resolved yet. Shape: (N,)."""
         out = np.full(self.num_envs, np.nan)
         period = self.align.period_s
-        for buf, preds, i in zip(self.buffers, self._predictions, range(self.num_envs), strict=True):
+        for i, (buf, preds) in enumerate(zip(self.buffers, self._predictions, strict=True)):
             for stamp, pred in reversed(preds):
                 hit = [(h, e) for h in range(pred.shape[0])
                        if (e := buf.teacher_at(stamp + (h + 1) * period)) is not None]  # fmt: skip
@@ -586,14 +586,20 @@ def learner_from_artifact(
     with _no_weight_init():  # every weight comes from the artifact just below
         student = StudentPolicy(student_cfg, artifact.contract)
     learner = OnlineDistillation(student, teacher, cfg, num_envs)
-    weights = manifest["weights"]
+    load_artifact_weights(learner, artifact)
+    return learner
+
+
+def load_artifact_weights(learner: OnlineDistillation, artifact: Artifact) -> None:
+    """The artifact's student and predictor torch weights (verified by its hashes) into the learner and its
+    acting copies; weights that do not fit the learner are one error naming the artifact."""
+    weights = artifact.manifest["weights"]
     try:
         learner.student.load_state_dict(torch.load(artifact.path(weights["student"]), weights_only=True))
         learner.predictor.load_state_dict(torch.load(artifact.path(weights["predictor"]), weights_only=True))
     except (RuntimeError, KeyError) as err:
-        raise ValueError(f"{artifact.root}: weights do not fit its own config: {err}") from None
+        raise ValueError(f"{artifact.root}: weights do not fit the learner's config: {err}") from None
     learner.sync_policy()
-    return learner
 
 
 @contextmanager

@@ -36,7 +36,7 @@ import yaml
 from pydantic import Field
 
 from opd.evaluation import load_teacher
-from opd.online_distillation import OnlineDistillation, OPDConfig
+from opd.online_distillation import OnlineDistillation, OPDConfig, load_artifact_weights
 from opd.teacher_training import _stop_on_signals
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import Config
@@ -267,12 +267,7 @@ class StudentTrainer:
         predictor = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
         if predictor != self.learner.predictor_cfg:
             raise ValueError(f"{artifact.root}: its predictor config differs from this run's")
-        weights = manifest["weights"]
-        self.learner.student.load_state_dict(torch.load(artifact.path(weights["student"]), weights_only=True))
-        self.learner.predictor.load_state_dict(
-            torch.load(artifact.path(weights["predictor"]), weights_only=True)
-        )
-        self.learner.sync_policy()
+        load_artifact_weights(self.learner, artifact)
         origin = {"artifact": str(artifact.root), "manifest_sha256": sha256_file(artifact.root / MANIFEST)}
         (self.out / "init_from.json").write_text(json.dumps(origin, indent=2) + "\n")
         log.info("initialised from %s (manifest sha256 %s)", artifact.root, origin["manifest_sha256"][:16])
