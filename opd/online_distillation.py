@@ -40,6 +40,7 @@ import torch
 from pydantic import Field
 
 from opd.aligned_buffer import AlignConfig, AlignedBuffer, AlignedSample, StudentEntry, TeacherEntry
+from opd.augment import random_shift
 from opd.gate import Gate, GateConfig
 from opd.model_memo import ModelMemo
 from opd.novelty import EnsembleNovelty, NoveltyConfig
@@ -66,6 +67,7 @@ class DistillConfig(Config):
     batch_size: int = Field(64, ge=1)  # samples per update
     capacity: int = Field(20_000, ge=1)  # aligned samples kept (first in, first out), samples
     grad_clip: float = Field(10.0, gt=0)  # max global gradient norm
+    image_shift_px: int = Field(0, ge=0)  # random shift of each training image, px (opd.augment); 0 = off
     train_encoder: bool = True  # False: frames are embeddings of a fixed encoder (the live node)
     sync_every: int = Field(1, ge=1)  # updates between copies of the learner into the acting student
     state_std_min: float = Field(0.01, gt=0)  # floor of a teacher-state field's std, field units
@@ -474,6 +476,7 @@ class OnlineDistillation:
             return {}
         b = self.store.sample(cfg.batch_size, self.rng)
         if cfg.train_encoder:
+            b["image"] = random_shift(b["image"], cfg.image_shift_px, self.rng)  # (B, H, W, 3)
             emb, _ = self.student.encoder(*(b[k] for k in FRAME_KEYS))  # (B, E)
         else:
             emb = b["embedding"]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from opd.augment import random_shift
 from opd.online_distillation import OnlineDistillation, OPDConfig
 from policies.export import DEFAULT_CONTRACT
 from policies.skill_contract import SkillContract
@@ -319,7 +320,7 @@ def test_the_live_learner_writes_student_versions_that_deploy(contract, student_
     thread = LearnerThread(learner, max_rate_hz=200.0, versions=writer)
     thread.start()
     try:
-        deadline = time.monotonic() + 180.0  # the exports run at nice 10: slow on a busy machine
+        deadline = time.monotonic() + 600.0  # the exports run at nice 10: minutes on a busy machine
         while len(announced) < 3 and time.monotonic() < deadline and thread.error is None:
             time.sleep(0.05)
     finally:
@@ -363,3 +364,50 @@ def test_a_decision_stream_decides_per_frame_and_says_what_it_saw(contract, stud
     assert stream.refusals.get("duplicate") == 1
     stream.on_teacher(3.0, 0, 0, state_at(np.array([3.0]))[0], 3.001)  # step 0 again: a new episode
     assert len(stream.episodes) == 1 and stream.episodes[0]["steps"] == 2
+
+def shifted(image: np.ndarray, dy: int, dx: int) -> np.ndarray:
+    """`image` (H, W, C) moved by (dy, dx) with its edge pixels repeated."""
+    h, w = image.shape[:2]
+    rows = np.clip(np.arange(h) + dy, 0, h - 1)
+    cols = np.clip(np.arange(w) + dx, 0, w - 1)
+    return image[rows][:, cols]
+
+
+def shift_of(out: np.ndarray, image: np.ndarray, pad: int) -> tuple[int, int] | None:
+    """The (dy, dx) within `pad` that turns `image` into `out`, None if there is none."""
+    for dy in range(-pad, pad + 1):
+        for dx in range(-pad, pad + 1):
+            if np.array_equal(shifted(image, dy, dx), out):
+                return dy, dx
+    return None
+
+
+def test_each_image_is_its_own_shift_within_the_pad_and_the_rng_decides():
+    images = torch.from_numpy(np.random.default_rng(1).integers(0, 256, (32, 12, 10, 3), dtype=np.uint8))
+    out = random_shift(images, 3, np.random.default_rng(0))
+    assert out.dtype == images.dtype and out.shape == images.shape
+    shifts = [shift_of(o.numpy(), i.numpy(), 3) for o, i in zip(out, images, strict=True)]
+    assert None not in shifts
+    assert len(set(shifts)) > 5  # per image, not one shift for the batch
+    assert torch.equal(out, random_shift(images, 3, np.random.default_rng(0)))  # seeded: deterministic
+    assert random_shift(images, 0, np.random.default_rng(0)) is images
+
+
+def test_the_learner_trains_its_encoder_on_shifted_copies_of_stored_frames(contract, student_cfg):
+    learner = make_learner(contract, student_cfg, distill={"train_encoder": True, "image_shift_px": 2,
+                                                           "batch_size": 8, "capacity": 20})  # fmt: skip
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        row = {k: np.zeros(shape, dtype) for k, (shape, dtype) in learner.store.spec.shapes().items()}
+        row["image"] = rng.integers(0, 256, row["image"].shape, dtype=np.uint8)
+        learner.store.add(row)
+    seen = []
+    learner.student.encoder.register_forward_pre_hook(lambda m, args: seen.append(args[0].clone()))
+    assert learner.update()
+    stored = list(learner.store.arrays["image"])
+    shifts = []
+    for image in seen[0]:  # the first update's batch: which stored frame, moved by how much
+        found = [s for s in (shift_of(image.numpy(), x, 2) for x in stored) if s is not None]
+        assert found, "the encoder saw an image that is no shift of a stored frame"
+        shifts.append(found[0])
+    assert any(s != (0, 0) for s in shifts)
