@@ -104,3 +104,19 @@ def test_a_run_can_start_from_a_shipped_student_and_refuses_another_architecture
     refused = StudentTrainer(mismatched, tmp_path / "x")
     with pytest.raises(ValueError, match="student config"):
         refused._resume()
+
+
+SHIPPED = sorted((Path(__file__).parents[2] / "opd" / "configs").glob("student*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_student_config_loads_with_its_student(path: Path) -> None:
+    """A typo in a shipped config (or a student config it names that is gone) fails here, not hours into a
+    run."""
+    from policies.student_policy import StudentConfig
+    from sim.config import SimConfig
+
+    root = Path(__file__).parents[2]
+    cfg = StudentTrainConfig.from_yaml(path)  # each raises a ConfigError naming the bad field
+    StudentConfig.from_yaml(root / cfg.student_config)
+    SimConfig.from_yaml(root / cfg.sim_config)
