@@ -211,13 +211,14 @@ class EncoderNode(AgentNode):
             return
         encode_s = time.perf_counter() - t0
         active = (skill, progress, step)
-        self.pub.publish(embedding_to_msg(embedding, stamp, frame_id, self.encoder_hash, active))
-        if match.gap_s:
+        if match.gap_s:  # counted before the embedding is out: whoever sees it sees the count too
+            with self.lock:
+                self.windows_with_gap += 1
             nominal = (self.imu_buffer.window - 1) * self.imu_buffer.period_s
             self.warn_throttled("imu.gap", f"IMU window with a gap of {match.gap_s * 1e3:.0f} ms: it spans "
                                 f"{match.span_s * 1e3:.0f} ms instead of {nominal * 1e3:.0f} ms")  # fmt: skip
+        self.pub.publish(embedding_to_msg(embedding, stamp, frame_id, self.encoder_hash, active))
         with self.lock:
-            self.windows_with_gap += bool(match.gap_s)
             self.output.accept(stamp, self.now_s())
             self.encode_time.add(encode_s)
             self.skew.add(abs(match.skew_s))
