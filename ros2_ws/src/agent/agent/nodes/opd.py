@@ -236,9 +236,9 @@ class OpdNode(AgentNode):
             if not self.acting:  # deactivated meanwhile: the safe action stays the last command
                 return
             now = self.now_s()
+            self.clipped += action.clipped  # counted before the action is out: whoever sees it sees the count
             self.publish(action.skill, action.params, stamp, source)
             self.executed.accept(checked_stamp(stamp), now)
-            self.clipped += action.clipped
             resumed = self.fallback.on_action(now)
         if resumed:
             self.get_logger().info(f"{SOURCE_NAMES[self.source]} actions again: executing them")

@@ -122,10 +122,10 @@ class PolicyNode(AgentNode):
             self.state_in.accept(stamp, now)
             if not self.acting:  # deactivated meanwhile: the safe action stays the last command
                 return
+            self.clipped += action.clipped  # counted before the action is out: whoever sees it sees the count
             self.publish(action.skill, action.params, stamp)
             self.actions.accept(stamp, self.now_s())
             self.act_time.add(act_s)
-            self.clipped += action.clipped
             resumed = self.fallback.on_action(now)  # under the lock: the watchdog may run beside this
         if resumed:
             self.get_logger().info("fresh state embeddings: acting")
