@@ -365,6 +365,7 @@ def test_a_decision_stream_decides_per_frame_and_says_what_it_saw(contract, stud
     stream.on_teacher(3.0, 0, 0, state_at(np.array([3.0]))[0], 3.001)  # step 0 again: a new episode
     assert len(stream.episodes) == 1 and stream.episodes[0]["steps"] == 2
 
+
 def shifted(image: np.ndarray, dy: int, dx: int) -> np.ndarray:
     """`image` (H, W, C) moved by (dy, dx) with its edge pixels repeated."""
     h, w = image.shape[:2]

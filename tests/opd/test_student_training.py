@@ -10,6 +10,7 @@ import torch
 import yaml
 
 from opd.student_training import StudentTrainConfig, StudentTrainer
+from sim.config import PROJECT_ROOT, SimConfig, from_root
 
 TINY_STUDENT = {
     "encoder": {
@@ -106,7 +107,7 @@ def test_a_run_can_start_from_a_shipped_student_and_refuses_another_architecture
         refused._resume()
 
 
-SHIPPED = sorted((Path(__file__).parents[2] / "opd" / "configs").glob("student*.yaml"))
+SHIPPED = sorted((PROJECT_ROOT / "opd" / "configs").glob("student*.yaml"))
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
@@ -114,9 +115,7 @@ def test_every_shipped_student_config_loads_with_its_student(path: Path) -> None
     """A typo in a shipped config (or a student config it names that is gone) fails here, not hours into a
     run."""
     from policies.student_policy import StudentConfig
-    from sim.config import SimConfig
 
-    root = Path(__file__).parents[2]
     cfg = StudentTrainConfig.from_yaml(path)  # each raises a ConfigError naming the bad field
-    StudentConfig.from_yaml(root / cfg.student_config)
-    SimConfig.from_yaml(root / cfg.sim_config)
+    StudentConfig.from_yaml(from_root(cfg.student_config))  # resolved as the trainer resolves them
+    SimConfig.from_yaml(from_root(cfg.sim_config))
