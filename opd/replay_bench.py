@@ -4,8 +4,9 @@ On a generated bag (`opd.synthetic_bag`: 20 Hz camera at the artifact's image si
 states, recorded embeddings) it times (1) the encoder alone on the bag's own frames, batched as replay
 batches them, (2) a full replay that re-encodes the camera, (3) a replay with --reuse-state; and reports
 frames/s, messages/s, the real-time factor and the share of each stage (reading, decoding, encoding, the
-gate pass). Timings are ratios taken in one run, so machine noise largely cancels; the host's steal time
-over the run is reported beside them.
+gate pass; encoding overlaps reading and decoding, so shares can add up past 1). Timings are ratios taken in
+one run, the median of a few rounds, so machine noise largely cancels; the host's steal time over the run
+is reported beside them.
 """
 
 from __future__ import annotations
@@ -59,28 +60,51 @@ def _timed(bag: Path, artifact: Path, cfg: ReplayConfig, reuse: bool) -> dict[st
 
 
 def bench_replay(
-    artifact: str | Path, seconds: float = 30.0, cfg: ReplayConfig | None = None
+    artifact: str | Path, seconds: float = 30.0, cfg: ReplayConfig | None = None, rounds: int = 3
 ) -> dict[str, Any]:
-    """The figures of one run (see the module doc), with the targets of the offline-replay issue."""
+    """The figures of one run (see the module doc), with the targets of the offline-replay issue.
+
+    Each of `rounds` rounds times a re-encoding replay, the encoder alone right after it (their ratio is
+    the round's), and a --reuse-state replay; the headline figures are each one's median round, so a burst
+    of host steal in one round does not make the result (the rounds are reported too).
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds = {rounds} must be >= 1")
     cfg = cfg or ReplayConfig()
     art = Artifact.load(artifact)
+    reencodes, reuses, per_round = [], [], []
     with tempfile.TemporaryDirectory(prefix="agent-bench-replay-") as tmp:
         bag = write_synthetic_bag(Path(tmp) / "bag", art, seconds, state_embeddings=True)
-        reencode = _timed(bag, art.root, cfg, reuse=False)
-        encoder_fps = _encoder_alone(bag, art, cfg, reencode["frames"])
-        reuse = _timed(bag, art.root, cfg, reuse=True)
-    ratio = reencode["frames_per_s"] / encoder_fps
+        for _ in range(rounds):
+            reencode = _timed(bag, art.root, cfg, reuse=False)
+            reencode["encoder_frames_per_s"] = round(_encoder_alone(bag, art, cfg, reencode["frames"]), 1)
+            reencode["vs_encoder"] = round(reencode["frames_per_s"] / reencode["encoder_frames_per_s"], 3)
+            reuse = _timed(bag, art.root, cfg, reuse=True)
+            reencodes.append(reencode)
+            reuses.append(reuse)
+            per_round.append({"encoder_frames_per_s": reencode["encoder_frames_per_s"],
+                              "reencode_vs_encoder": reencode["vs_encoder"],
+                              "reuse_state_realtime_x": reuse["realtime_x"]})  # fmt: skip
+    reencode = _median(reencodes, "vs_encoder")
+    reuse = _median(reuses, "realtime_x")
+    ratio = reencode["vs_encoder"]
     return {
         "bag": {"seconds": seconds, "camera_hz": 20, "imu_hz": 200, "storage": "mcap"},
         "batch_size": cfg.batch_size, "backend": cfg.backend, "gates": len(cfg.gates) + 1,
-        "encoder_frames_per_s": round(encoder_fps, 1),
+        "rounds": per_round,
+        "encoder_frames_per_s": reencode["encoder_frames_per_s"],
         "reencode": reencode, "reuse_state": reuse,
-        "reencode_vs_encoder": round(ratio, 3),
+        "reencode_vs_encoder": ratio,
         "targets": {
-            "reencode_vs_encoder": {"goal": f">= {TARGETS['reencode_vs_encoder']}", "value": round(ratio, 3),
+            "reencode_vs_encoder": {"goal": f">= {TARGETS['reencode_vs_encoder']}", "value": ratio,
                                     "pass": ratio >= TARGETS["reencode_vs_encoder"]},
             "reuse_state_realtime_x": {"goal": f">= {TARGETS['reuse_state_realtime_x']}",
                                        "value": reuse["realtime_x"],
                                        "pass": reuse["realtime_x"] >= TARGETS["reuse_state_realtime_x"]},
         },
     }  # fmt: skip
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The run whose `key` is the median (the lower middle one of an even count)."""
+    return sorted(runs, key=lambda r: r[key])[(len(runs) - 1) // 2]

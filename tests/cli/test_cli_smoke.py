@@ -90,6 +90,23 @@ def test_bench_encoder_prints_json_with_figures_and_reasons(tiny_yaml):
     assert trt["available"] or trt["reason"]
 
 
+
+def test_bench_replay_reports_the_median_round_and_its_targets():
+    out = agent("bench", "replay", "--json", "--seconds", "2", "--rounds", "2")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    rounds = result["rounds"]
+    assert len(rounds) == 2 and all(r["encoder_frames_per_s"] > 0 for r in rounds)
+    # the lower middle round of an even count, each figure from its own round
+    assert result["reencode_vs_encoder"] == min(r["reencode_vs_encoder"] for r in rounds)
+    assert result["reuse_state"]["realtime_x"] == min(r["reuse_state_realtime_x"] for r in rounds)
+    assert result["reuse_state"]["frames"] == 40  # 2 s at 20 Hz, every recorded embedding
+    assert 25 <= result["reencode"]["frames"] < 40  # less the frames before a full IMU window (0.5 s)
+    for key, target in result["targets"].items():
+        goal = float(target["goal"].removeprefix(">= "))
+        assert target["pass"] == (target["value"] >= goal), key
+    assert result["host"]["cpus"] >= 1
+
 TINY_TEACHER = {
     "learning_starts": 32,
     "actor_starts": 64,
