@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -304,6 +305,39 @@ class StudentTrainer:
             predictor_weights=self.out / "predictor.pt",
         )
 
+
+
+def export_checkpoint(
+    run_dir: str | Path, out: str | Path, step: int | None = None, **options: Any
+) -> Path:
+    """OUT: the deployable student of a run's checkpoint (the newest, or the one at `step` decisions), to
+    evaluate a run while it goes on (`agent eval student --artifact OUT`); the run is only read. The
+    learner's training weights are exported (the acting copy is synced from them every few updates).
+    `options`: `export_artifact`'s int8 and calibration."""
+    from policies.export import export_artifact
+
+    ckpts = sorted((Path(run_dir) / "checkpoints").glob("step_*.pt"))
+    if step is not None:
+        ckpts = [c for c in ckpts if c.stem == f"step_{step:09d}"]
+    if not ckpts:
+        which = "no checkpoint" if step is None else f"no checkpoint at step {step}"
+        raise ValueError(f"{run_dir}: {which} in {Path(run_dir) / 'checkpoints'}")
+    path = ckpts[-1]
+    cfg = StudentTrainConfig.from_yaml(path.with_suffix(".yaml"))  # the config the checkpoint was written by
+    student_cfg = StudentConfig.from_yaml(from_root(cfg.student_config))
+    contract = load_teacher(from_root(cfg.teacher)).contract
+    learner = torch.load(path, weights_only=True)["learner"]
+    with tempfile.TemporaryDirectory(prefix="agent-export-") as tmp:
+        weights = {name: Path(tmp) / f"{name}.pt" for name in ("student", "predictor")}
+        for name, file in weights.items():
+            torch.save(learner[name], file)
+        try:
+            return export_artifact(
+                out, student_cfg, contract, cfg.opd.predictor,
+                student_weights=weights["student"], predictor_weights=weights["predictor"], **options,
+            )  # fmt: skip
+        except RuntimeError as err:  # torch's load_state_dict: weights of another architecture
+            raise ValueError(f"{path}: its weights do not fit {cfg.student_config}: {err}") from None
 
 @contextmanager
 def flushed_denormals() -> Iterator[None]:

@@ -107,6 +107,39 @@ def test_a_run_can_start_from_a_shipped_student_and_refuses_another_architecture
         refused._resume()
 
 
+
+def test_a_checkpoint_exports_as_an_artifact_while_the_run_goes_on(tmp_path: Path) -> None:
+    """`agent export --from-run RUN [--step N]`: the checkpoint's weights, deployable, the run untouched."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from opd.student_training import export_checkpoint
+    from policies.artifact import Artifact
+    from policies.runtime import load_student
+
+    out = tmp_path / "run"
+    StudentTrainer(tiny(tmp_path), out).run()  # checkpoints at 120 and 240 decisions
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in out.rglob("*"))
+    for step, name in ((120, "a120"), (None, "newest")):
+        artifact = Artifact.load(export_checkpoint(out, tmp_path / name, step))
+        ckpt = torch.load(out / "checkpoints" / f"step_{step or 240:09d}.pt", weights_only=True)["learner"]
+        for part in ("student", "predictor"):
+            exported = torch.load(artifact.path(artifact.manifest["weights"][part]), weights_only=True)
+            assert exported.keys() == ckpt[part].keys()
+            assert all(torch.equal(exported[k], ckpt[part][k]) for k in exported)
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in out.rglob("*")) == before
+    rt = load_student(artifact, backend="onnxruntime")
+    emb, _ = rt.encode(np.zeros((1, 32, 32, 3), np.uint8), np.zeros((1, rt.imu_window, 6), np.float32),
+                       np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float32))  # fmt: skip
+    assert emb.shape == (1, 32) and np.isfinite(emb).all()
+    with pytest.raises(ValueError, match="no checkpoint at step 60"):
+        export_checkpoint(out, tmp_path / "x", 60)
+    cli = [sys.executable, "-m", "agent.cli", "export", "--from-run", str(out), "--out", str(tmp_path / "y")]
+    done = subprocess.run([*cli, "--config", "c.yaml"], capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "not --config" in done.stderr and "Traceback" not in done.stderr
+
 SHIPPED = sorted((PROJECT_ROOT / "opd" / "configs").glob("student*.yaml"))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -29,9 +30,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--calibration", type=Path, help="INT8 calibration inputs (.npz); default: synthetic")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random initialisation")
+    parser.add_argument(
+        "--from-run", type=Path, metavar="RUN",
+        help="export a student training run's checkpoint (agent train student --out RUN), e.g. to evaluate "
+        "it while it trains; its configs come from the checkpoint",
+    )  # fmt: skip
+    parser.add_argument(
+        "--step", type=int, help="with --from-run: the checkpoint at this step (default: the newest)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.from_run is not None:
+        return _from_run(args)
+    if args.step is not None:
+        print("agent export: --step needs --from-run", file=sys.stderr)
+        return 2
     from policies.export import export_artifact, robot_privileged_fields
     from policies.skill_contract import SkillContract
     from policies.state_predictor import PredictorConfig
@@ -49,5 +63,23 @@ def run(args: argparse.Namespace) -> int:
         calibration=args.calibration,
         seed=args.seed,
     )
+    print(f"wrote {out}")
+    return 0
+
+
+def _from_run(args: argparse.Namespace) -> int:
+    from opd.student_training import export_checkpoint
+
+    own = ("config", "predictor_config", "sim_config", "contract", "student_weights", "predictor_weights")
+    if given := [f"--{k.replace('_', '-')}" for k in own if getattr(args, k) is not None]:
+        print(f"agent export: --from-run takes its configs and weights from the run, not {' '.join(given)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        options = {"int8": args.int8, "calibration": args.calibration}
+        out = export_checkpoint(args.from_run, args.out, args.step, **options)
+    except ValueError as err:
+        print(f"agent export: {err}", file=sys.stderr)
+        return 2
     print(f"wrote {out}")
     return 0
