@@ -36,7 +36,6 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -323,36 +322,26 @@ class Replay:
             active = rec.skills[i][1] if i >= 0 else (self.contract.safe_skill_id, 0.0, 0.0)
             return Frame(stamp, m.log_s), rgb, match.window, active
 
-        # One batch encodes on a worker thread (the runtimes release the GIL) while this thread reads and
-        # decodes the next: at most one in flight, collected in order, so the frames and their embeddings
-        # are those of encoding batch after batch.
-        in_flight: tuple[list[FrameInput], Future[tuple[np.ndarray, float]]] | None = None
-        with ThreadPoolExecutor(1, thread_name_prefix="replay-encode") as pool:
-            for m in self._read(bag.messages(("camera",))):
-                t1 = time.perf_counter()
-                item = prepare(m)
-                self.timings["decode"] += time.perf_counter() - t1
-                if item is None:
-                    continue
-                batch.append(item)
-                if len(batch) == self.cfg.batch_size:
-                    if in_flight is not None:
-                        frames += self._collect(*in_flight)
-                        self.progress("encode", len(frames), total)
-                    in_flight, batch = (batch, pool.submit(self._encode_batch, rt, batch)), []
-            if in_flight is not None:
-                frames += self._collect(*in_flight)
-            if batch:
-                frames += self._collect(batch, pool.submit(self._encode_batch, rt, batch))
+        for m in self._read(bag.messages(("camera",))):
+            t1 = time.perf_counter()
+            item = prepare(m)
+            self.timings["decode"] += time.perf_counter() - t1
+            if item is None:
+                continue
+            batch.append(item)
+            if len(batch) == self.cfg.batch_size:
+                frames += self._encode_batch(rt, batch)
+                batch = []
+                self.progress("encode", len(frames), total)
+        if batch:
+            frames += self._encode_batch(rt, batch)
         if wanted is not None:
             self.counts["live_frames_without_image"] = len(wanted) - len(frames) - sum(
                 n for (t, r), n in bag.skips.counts.items() if t == self.cfg.topics.name("camera")
             )
         return frames
 
-    @staticmethod
-    def _encode_batch(rt: Any, batch: list[FrameInput]) -> tuple[np.ndarray, float]:
-        """On the worker thread: the batch's embeddings (B, E) and the seconds they took."""
+    def _encode_batch(self, rt: Any, batch: list[FrameInput]) -> list[Frame]:
         t0 = time.perf_counter()
         images = np.stack([b[1] for b in batch])  # (B, H, W, 3) uint8
         windows = np.stack([b[2] for b in batch])  # (B, T, 6)
@@ -360,13 +349,7 @@ class Replay:
         progress = np.array([b[3][1] for b in batch], np.float32)
         steps = np.array([b[3][2] for b in batch], np.float32)
         emb, _ = rt.encode(images, windows, skills, progress, steps)  # (B, E)
-        return emb, time.perf_counter() - t0
-
-    def _collect(self, batch: list[FrameInput], done: Future[tuple[np.ndarray, float]]) -> list[Frame]:
-        """A submitted batch's frames with their embeddings (waits for it). "encode" counts the worker's
-        seconds, which overlap the reading and decoding of the next batch."""
-        emb, seconds = done.result()
-        self.timings["encode"] += seconds
+        self.timings["encode"] += time.perf_counter() - t0
         self.counts["frames_encoded"] += len(batch)
         out = []
         for (frame, *_), e in zip(batch, emb, strict=True):

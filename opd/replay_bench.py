@@ -4,9 +4,8 @@ On a generated bag (`opd.synthetic_bag`: 20 Hz camera at the artifact's image si
 states, recorded embeddings) it times (1) the encoder alone on the bag's own frames, batched as replay
 batches them, (2) a full replay that re-encodes the camera, (3) a replay with --reuse-state; and reports
 frames/s, messages/s, the real-time factor and the share of each stage (reading, decoding, encoding, the
-gate pass; encoding overlaps reading and decoding, so shares can add up past 1). Timings are ratios taken in
-one run, the median of a few rounds, so machine noise largely cancels; the host's steal time over the run
-is reported beside them.
+gate pass). Timings are ratios taken in one run, the median of a few rounds, so machine noise largely
+cancels; the host's steal time over the run is reported beside them.
 """
 
 from __future__ import annotations
