@@ -141,6 +141,7 @@ def run_episodes(envs: VectorEnv, policy: Policy, episodes: int, seed: int, prox
     episode_of = np.arange(n)  # episode each env runs; -1 once there are no more to start
     returns = np.zeros(n)
     successes, totals, outcomes = 0, [], {}
+    ends: dict[str, list[tuple[float, float]]] = {}  # outcome -> (progress, episode time s) per episode
     try:
         obs, info = envs.reset(seed=[seed + i for i in range(n)])
         started, fresh = n, np.ones(n, dtype=bool)
@@ -153,6 +154,9 @@ def run_episodes(envs: VectorEnv, policy: Policy, episodes: int, seed: int, prox
             for i in np.flatnonzero(ended):
                 successes += bool(info["success"][i])
                 outcomes[info["outcome"][i]] = outcomes.get(info["outcome"][i], 0) + 1
+                ends.setdefault(info["outcome"][i], []).append(
+                    (float(obs["progress"][i, 0]), float(info["episode_time_s"][i]))
+                )
                 totals.append(float(returns[i]))
                 returns[i] = 0.0
                 episode_of[i] = started if started < episodes else -1
@@ -173,6 +177,10 @@ def run_episodes(envs: VectorEnv, policy: Policy, episodes: int, seed: int, prox
         "sim": envs.config.backend,
         "proxy": proxy,
         "outcomes": outcomes,
+        # where each kind of ending happens: the share of the tour done (markers reached / M) and when
+        "by_outcome": {k: {"progress_mean": round(float(np.mean([e[0] for e in v])), 4),
+                           "time_s_mean": round(float(np.mean([e[1] for e in v])), 3)}
+                       for k, v in sorted(ends.items())},  # fmt: skip
     }
 
 

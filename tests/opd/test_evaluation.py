@@ -45,6 +45,14 @@ def test_episode_i_is_the_same_whichever_env_runs_it() -> None:
     assert two["outcomes"] == three["outcomes"] and sum(two["outcomes"].values()) == 5
     assert two["mean_return"] == pytest.approx(three["mean_return"], rel=1e-5)
     assert set(two) >= {"episodes", "success_rate", "ci95", "mean_return", "sim", "proxy"}
+    # where episodes end: per outcome, the share of the tour done and the episode time
+    assert two["by_outcome"] == three["by_outcome"] and set(two["by_outcome"]) == set(two["outcomes"])
+    for outcome, end in two["by_outcome"].items():
+        assert 0.0 <= end["progress_mean"] <= 1.0 and 0.0 < end["time_s_mean"] <= 4.0
+        if outcome == "timeout":
+            assert end["time_s_mean"] == pytest.approx(4.0, abs=0.25)  # SHORT's time limit
+        if outcome == "success":
+            assert end["progress_mean"] == 1.0
 
 
 def test_the_committed_teacher_loads_and_acts_inside_the_contract() -> None:

@@ -80,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{report['episodes']} episodes on the {where}: success {report['success_rate']:.1%} "
               f"(95% CI {lo:.1%}-{hi:.1%}), mean return {report['mean_return']:.2f}, "
               f"outcomes {report['outcomes']}")  # fmt: skip
+        for outcome, end in report["by_outcome"].items():
+            print(f"  {outcome}: {end['progress_mean']:.0%} of the tour done on average, "
+                  f"at {end['time_s_mean']:.1f} s")  # fmt: skip
     return 0
 
 
