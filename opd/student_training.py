@@ -223,7 +223,7 @@ class StudentTrainer:
     def save_checkpoint(self) -> None:
         """Learner state (weights only) + counters, the config beside it, the sample store; atomically."""
         ckpt_dir = self.out / "checkpoints"
-        path = ckpt_dir / f"step_{self.steps:09d}.pt"
+        path = checkpoint_path(ckpt_dir, self.steps)
         state = {
             "learner": self.learner.save(),
             "episode_count": self.episode_count,
@@ -235,13 +235,13 @@ class StudentTrainer:
         tmp = path.with_suffix(".tmp")
         torch.save(state, tmp)
         tmp.replace(path)  # the .pt last: a checkpoint that exists has its store beside it
-        for old in sorted(ckpt_dir.glob("step_*.pt"))[:-2]:  # keep the last two
+        for old in checkpoints(ckpt_dir)[:-2]:  # keep the last two
             old.unlink()
             old.with_suffix(".yaml").unlink(missing_ok=True)
         log.info("checkpoint %s", path)
 
     def _resume(self) -> None:
-        ckpts = sorted((self.out / "checkpoints").glob("step_*.pt"))
+        ckpts = checkpoints(self.out / "checkpoints")
         if not ckpts:
             if self.cfg.init_from:
                 self._init_from(Artifact.load(from_root(self.cfg.init_from)))
@@ -306,6 +306,15 @@ class StudentTrainer:
         )
 
 
+def checkpoint_path(ckpt_dir: Path, step: int) -> Path:
+    """The checkpoint written at `step` decisions (zero-padded: names sort by step)."""
+    return ckpt_dir / f"step_{step:09d}.pt"
+
+
+def checkpoints(ckpt_dir: Path) -> list[Path]:
+    """A run's checkpoints, oldest first."""
+    return sorted(ckpt_dir.glob("step_*.pt"))
+
 
 def export_checkpoint(
     run_dir: str | Path, out: str | Path, step: int | None = None, **options: Any
@@ -316,12 +325,13 @@ def export_checkpoint(
     `options`: `export_artifact`'s int8 and calibration."""
     from policies.export import export_artifact
 
-    ckpts = sorted((Path(run_dir) / "checkpoints").glob("step_*.pt"))
+    ckpt_dir = Path(run_dir) / "checkpoints"
+    ckpts = checkpoints(ckpt_dir)
     if step is not None:
-        ckpts = [c for c in ckpts if c.stem == f"step_{step:09d}"]
+        ckpts = [c for c in ckpts if c == checkpoint_path(ckpt_dir, step)]
     if not ckpts:
         which = "no checkpoint" if step is None else f"no checkpoint at step {step}"
-        raise ValueError(f"{run_dir}: {which} in {Path(run_dir) / 'checkpoints'}")
+        raise ValueError(f"{run_dir}: {which} in {ckpt_dir}")
     path = ckpts[-1]
     cfg = StudentTrainConfig.from_yaml(path.with_suffix(".yaml"))  # the config the checkpoint was written by
     student_cfg = StudentConfig.from_yaml(from_root(cfg.student_config))
@@ -338,6 +348,7 @@ def export_checkpoint(
             )  # fmt: skip
         except RuntimeError as err:  # torch's load_state_dict: weights of another architecture
             raise ValueError(f"{path}: its weights do not fit {cfg.student_config}: {err}") from None
+
 
 @contextmanager
 def flushed_denormals() -> Iterator[None]:

@@ -90,7 +90,6 @@ def test_bench_encoder_prints_json_with_figures_and_reasons(tiny_yaml):
     assert trt["available"] or trt["reason"]
 
 
-
 def test_bench_replay_reports_the_median_round_and_its_targets():
     out = agent("bench", "replay", "--json", "--seconds", "2", "--rounds", "2")
     assert out.returncode == 0, out.stderr
@@ -106,6 +105,7 @@ def test_bench_replay_reports_the_median_round_and_its_targets():
         goal = float(target["goal"].removeprefix(">= "))
         assert target["pass"] == (target["value"] >= goal), key
     assert result["host"]["cpus"] >= 1
+
 
 TINY_TEACHER = {
     "learning_starts": 32,

@@ -234,4 +234,3 @@ def test_batched_model_outputs_change_no_decision(split_bag, monkeypatch) -> Non
             k: v for k, v in b.items() if k != "threshold_mean"}  # fmt: skip
         assert a["threshold_mean"] == pytest.approx(b["threshold_mean"], rel=1e-6)
     assert single["agreement"] == pytest.approx(first["agreement"], rel=1e-5)
-

@@ -107,7 +107,6 @@ def test_a_run_can_start_from_a_shipped_student_and_refuses_another_architecture
         refused._resume()
 
 
-
 def test_a_checkpoint_exports_as_an_artifact_while_the_run_goes_on(tmp_path: Path) -> None:
     """`agent export --from-run RUN [--step N]`: the checkpoint's weights, deployable, the run untouched."""
     import subprocess
@@ -139,6 +138,7 @@ def test_a_checkpoint_exports_as_an_artifact_while_the_run_goes_on(tmp_path: Pat
     cli = [sys.executable, "-m", "agent.cli", "export", "--from-run", str(out), "--out", str(tmp_path / "y")]
     done = subprocess.run([*cli, "--config", "c.yaml"], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "not --config" in done.stderr and "Traceback" not in done.stderr
+
 
 SHIPPED = sorted((PROJECT_ROOT / "opd" / "configs").glob("student*.yaml"))
 
