@@ -16,6 +16,7 @@ import torch
 import yaml
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from policies.embedding_window import EmbeddingWindow
 from policies.runtime.student_runtime import StudentRuntime
 from policies.skill_contract import SkillContract
 from policies.teacher_policy import TeacherConfig, TeacherPolicy, teacher_features
@@ -78,8 +79,9 @@ def evaluate_teacher(
 
 
 class StudentDriver:
-    """The deployed student acting alone on N envs: it encodes each new camera frame and acts on it,
-    and the robot holds that action until the next frame (as the ROS graph does)."""
+    """The deployed student acting alone on N envs: it encodes each new camera frame and acts on the
+    window of its last frames, and the robot holds that action until the next frame (as the ROS graph
+    does)."""
 
     def __init__(self, runtime: StudentRuntime, num_envs: int) -> None:
         self.runtime = runtime
@@ -87,6 +89,7 @@ class StudentDriver:
         self.skill = np.full(num_envs, contract.safe_skill_id, dtype=np.int64)
         self.params = np.tile(contract.layout.defaults, (num_envs, 1))
         self.frame_time = np.full(num_envs, np.nan)  # episode time of the frame acted on, s
+        self.windows = EmbeddingWindow(num_envs, runtime.memory, runtime.embed_dim)
 
     def __call__(self, obs: dict, info: dict, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # a frame is new when its capture time (episode time - age) differs from the last one acted on
@@ -94,6 +97,7 @@ class StudentDriver:
         new = started | (stamp != self.frame_time)
         if new.any():
             idx = np.flatnonzero(new)
+            self.windows.reset(np.flatnonzero(started))
             emb, _ = self.runtime.encode(
                 obs["image"][idx],
                 obs["imu"][idx],
@@ -101,7 +105,7 @@ class StudentDriver:
                 obs["progress"][idx, 0],
                 obs["step"][idx, 0],
             )
-            _, skill, params = self.runtime.act(emb)
+            _, skill, params = self.runtime.act_window(self.windows.push(idx, emb))
             self.skill[idx], self.params[idx] = skill, params
             self.frame_time[idx] = stamp[idx]
         return self.skill.copy(), self.params.copy()

@@ -48,6 +48,7 @@ from opd.sample_store import SampleStore, StoreSpec
 from policies.artifact import Artifact
 from policies.config import Config
 from policies.distill_losses import categorical_kl, masked_param_loss
+from policies.embedding_window import EmbeddingWindow
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy, teacher_features
@@ -169,9 +170,13 @@ class OnlineDistillation:
                 f"predictor.out_dim ({cfg.predictor.out_dim}) must equal the teacher's privileged state "
                 f"width ({self.state_dim})"
             )
-        # The buffer's windows and targets are the predictor's input and output: one definition.
+        # The buffer's windows and targets are the inputs (the predictor's and the head's) and the
+        # predictor's outputs: one definition. A window is the longer of the two inputs; each model takes
+        # its newest frames.
+        self.memory_frames = student.memory_frames
+        history = max(cfg.predictor.history, self.memory_frames)
         self.align = align = cfg.align.model_copy(
-            update={"history": cfg.predictor.history, "horizon": cfg.predictor.horizon}
+            update={"history": history, "horizon": cfg.predictor.horizon}
         )
         self.student = student.train()
         self.predictor = StatePredictor(self.predictor_cfg).train()
@@ -206,7 +211,7 @@ class OnlineDistillation:
         self.updates = 0
         # per-env acting state
         n = num_envs
-        self._window: list[deque[np.ndarray]] = [deque(maxlen=align.history) for _ in range(n)]
+        self._windows = EmbeddingWindow(n, align.history, ec.embed_dim)
         self._predictions: list[deque[tuple[float, np.ndarray]]] = [deque(maxlen=8) for _ in range(n)]
         self._novelty_score = np.full(n, np.nan)
         self._has_student = np.zeros(n, dtype=bool)
@@ -267,7 +272,6 @@ class OnlineDistillation:
                 emb_np = np.array(frame["embedding"], np.float32)  # (M, E)
             else:
                 emb_np = self.acting.encoder(*(torch.as_tensor(frame[k]) for k in FRAME_KEYS))[0].numpy()
-            skill, params = self.head_outputs(emb_np)
             # Only frames the buffer accepts (not late, duplicate or non-finite) act and enter the windows,
             # so the acting window and the training windows hold the same frames.
             payloads = [{k: np.array(frame[k][j]) for k in frame} for j in range(len(envs))]
@@ -283,12 +287,9 @@ class OnlineDistillation:
             if not accepted.any():
                 return accepted
             sel = np.flatnonzero(accepted)
-            windows = np.zeros((sel.size, self.align.history, emb_np.shape[1]), np.float32)
-            for row, j in enumerate(sel):
-                window = self._window[envs[j]]
-                window.append(emb_np[j])
-                windows[row, -len(window) :] = list(window)  # (T, E), zero rows before the first frame
-            pred = self.predictions_of(windows)  # (M', H, Dq) normalised
+            windows = self._windows.push(envs[sel], emb_np[sel])  # (M', T, E)
+            skill, params = self.head_outputs(np.ascontiguousarray(windows[:, -self.memory_frames :]))
+            pred = self.predictions_of(np.ascontiguousarray(windows[:, -self.predictor_cfg.history :]))
             if self.acting_novelty is not None:
                 novelty = self.acting_novelty.disagreement(torch.from_numpy(emb_np[sel]))
                 self._novelty_score[envs[sel]] = novelty.numpy()
@@ -296,7 +297,7 @@ class OnlineDistillation:
             i = envs[j]
             payloads[j]["prediction"] = pred[row]  # the buffer hands the payload back with the sample
             self._predictions[i].append((float(stamp[j]), payloads[j]["prediction"]))
-            self._student_skill[i], self._student_params[i] = int(skill[j]), params[j]
+            self._student_skill[i], self._student_params[i] = int(skill[row]), params[row]
             self._student_ok[i] = bool(np.isfinite(self._student_params[i]).all())
             self._has_student[i] = True
             self._student_seen_at[i] = now[j]
@@ -312,11 +313,12 @@ class OnlineDistillation:
         return skill.numpy(), params.double().numpy(), dist.logits.numpy()
 
     @torch.no_grad()
-    def head_outputs(self, emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The acting head on embeddings (M, E) float32: deployed skills (M,) and params (M, P) float64."""
-        if self.memo is not None and (held := self.memo.get("head", emb)) is not None:
+    def head_outputs(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The acting head on windows (M, W, E) float32: deployed skills (M,) and params (M, P) float64."""
+        if self.memo is not None and (held := self.memo.get("head", frames)) is not None:
             return held
-        skill, params = self.acting.head.deterministic(self.acting.head(torch.from_numpy(emb)))
+        dist = self.acting.act_dist(torch.from_numpy(frames))
+        skill, params = self.acting.head.deterministic(dist)
         return skill.numpy(), params.double().numpy()
 
     @torch.no_grad()
@@ -434,7 +436,7 @@ class OnlineDistillation:
         """A new episode for env i: buffer, windows, gate timers and metrics start afresh."""
         self.buffers[i].reset()
         self.gate.reset(np.array([i]))
-        self._window[i].clear()
+        self._windows.reset(np.array([i]))
         self._predictions[i].clear()
         self._has_student[i] = self._student_ok[i] = self._using_teacher[i] = False
         self._student_skill[i] = self.contract.safe_skill_id  # no action of the last episode carries over
@@ -481,15 +483,15 @@ class OnlineDistillation:
         else:
             emb = b["embedding"]
         head = self.student.head
-        dist = head(emb)
+        window = torch.cat([b["window"][:, :-1], emb[:, None]], dim=1)  # (B, T, E), newest with gradient
+        dist = self.student.act_dist(window[:, -self.memory_frames :])
         kl = categorical_kl(b["teacher_logits"], dist.logits).mean()
         mask = head.slot_mask(b["teacher_skill"])
         p_loss = masked_param_loss(
             head.to_bounds(dist.mean), b["teacher_params"], mask, head.low, head.high
         ).mean()
-        window = torch.cat([b["window"][:, :-1], emb[:, None]], dim=1)  # (B, T, E), newest with gradient
         h0, c0 = self.predictor.initial_state(cfg.batch_size)
-        pred, _, _ = self.predictor(window, h0, c0)  # (B, H, Dq)
+        pred, _, _ = self.predictor(window[:, -self.predictor_cfg.history :], h0, c0)  # (B, H, Dq)
         fmask = b["future_mask"].float()[..., None]  # (B, H, 1)
         s_loss = ((pred - b["future"]) ** 2 * fmask).sum() / (fmask.sum() * pred.shape[-1]).clamp(min=1)
         loss = cfg.skill_kl * kl + cfg.params * p_loss + cfg.state_pred * s_loss
@@ -593,13 +595,22 @@ def learner_from_artifact(
     return learner
 
 
-def load_artifact_weights(learner: OnlineDistillation, artifact: Artifact) -> None:
+def load_artifact_weights(learner: OnlineDistillation, artifact: Artifact, new_memory: bool = False) -> None:
     """The artifact's student and predictor torch weights (verified by its hashes) into the learner and its
-    acting copies; weights that do not fit the learner are one error naming the artifact."""
+    acting copies; weights that do not fit the learner are one error naming the artifact.
+
+    `new_memory`: the artifact's head has no memory and the learner's head keeps its own (freshly built,
+    zero-projection) `FrameMemory`, so it starts out acting as the artifact's student.
+    """
     weights = artifact.manifest["weights"]
     try:
-        learner.student.load_state_dict(torch.load(artifact.path(weights["student"]), weights_only=True))
-        learner.predictor.load_state_dict(torch.load(artifact.path(weights["predictor"]), weights_only=True))
+        state = torch.load(artifact.path(weights["student"]), weights_only=True)
+        missing, unexpected = learner.student.load_state_dict(state, strict=False)
+        kept = {k for k in missing if new_memory and k.startswith("memory.")}
+        if unexpected or set(missing) - kept:
+            raise RuntimeError(f"missing keys {sorted(set(missing) - kept)}, unexpected {sorted(unexpected)}")
+        predictor = torch.load(artifact.path(weights["predictor"]), weights_only=True)
+        learner.predictor.load_state_dict(predictor)
     except (RuntimeError, KeyError) as err:
         raise ValueError(f"{artifact.root}: weights do not fit the learner's config: {err}") from None
     learner.sync_policy()

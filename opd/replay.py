@@ -443,18 +443,18 @@ class Replay:
                 "refusals": stream.refusals}  # fmt: skip
 
     def _precompute(self, learner: Any, frames: list[Frame], teacher: list[tuple]) -> ModelMemo:
-        """The acting models on every input of the recording, in batches (`opd.model_memo`): the student
-        head on each frame, the teacher on each teacher state, the predictor on each frame's window as it
-        will be if every frame is accepted in one episode (a window that turns out otherwise, after a
+        """The acting models on every input of the recording, in batches (`opd.model_memo`): the teacher on
+        each teacher state, the student head and the predictor on each frame's window as it will be if
+        every frame is accepted in one episode (a window that turns out otherwise, after a
         refused frame or an episode reset, is computed as live)."""
         memo = ModelMemo()
         if frames:
             emb = np.stack([f.embedding for f in frames]).astype(np.float32)  # (F, E)
-            memo.fill("head", emb, learner.head_outputs)
             history = learner.align.history
             padded = np.concatenate([np.zeros((history - 1, emb.shape[1]), np.float32), emb])
             windows = np.lib.stride_tricks.sliding_window_view(padded, (history, emb.shape[1]))[:, 0]
-            memo.fill("predictor", windows, learner.predictions_of)  # (F, T, E)
+            memo.fill("head", windows[:, -learner.memory_frames :], learner.head_outputs)  # (F, W, E)
+            memo.fill("predictor", windows[:, -learner.predictor_cfg.history :], learner.predictions_of)
         if teacher:
             k = learner.contract.num_skills
             feats = teacher_features(np.stack([t[4] for t in teacher]), np.array([t[2] for t in teacher]), k)

@@ -261,14 +261,19 @@ class StudentTrainer:
         """Start from a deployed student: its weights (hash-verified), refused unless its architecture and
         contract are this run's (a mismatch named, not a shape error deep in torch)."""
         manifest = artifact.manifest
-        if manifest["config"]["student"] != self.student_cfg.model_dump(mode="json"):
+        theirs = StudentConfig.from_dict(manifest["config"]["student"], f"{artifact.root}: config.student")
+        # A head without memory may grow one: this run's memory starts from zero (policies.frame_memory).
+        new_memory = theirs.memory.frames == 1 < self.student_cfg.memory.frames
+        if theirs.model_copy(update={"memory": self.student_cfg.memory}) != self.student_cfg or (
+            theirs.memory != self.student_cfg.memory and not new_memory
+        ):
             raise ValueError(f"{artifact.root}: its student config is not {self.cfg.student_config}")
         if artifact.contract.fingerprint != self.learner.contract.fingerprint:
             raise ValueError(f"{artifact.root}: its skill contract is not the teacher's")
         predictor = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
         if predictor != self.learner.predictor_cfg:
             raise ValueError(f"{artifact.root}: its predictor config differs from this run's")
-        load_artifact_weights(self.learner, artifact)
+        load_artifact_weights(self.learner, artifact, new_memory)
         origin = {"artifact": str(artifact.root), "manifest_sha256": sha256_file(artifact.root / MANIFEST)}
         (self.out / "init_from.json").write_text(json.dumps(origin, indent=2) + "\n")
         log.info("initialised from %s (manifest sha256 %s)", artifact.root, origin["manifest_sha256"][:16])

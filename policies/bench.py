@@ -61,8 +61,10 @@ class Inputs:
         emb, _ = rt.encode(
             self.image[i], self.imu[i], int(self.skill[i]), float(self.progress[i]), float(self.step[i])
         )
-        _, skill, _ = rt.act(emb)
-        return emb, skill
+        window = np.zeros((1, rt.memory, rt.embed_dim), np.float32)  # the first frame of an episode
+        window[0, -1] = emb
+        _, skill, _ = rt.act_window(window)
+        return emb, int(skill[0])
 
 
 def benchmark_student(

@@ -5,20 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
 from policies.config import Config
 from policies.encoder import EncoderConfig, StateEncoder
+from policies.frame_memory import FrameMemory, MemoryConfig
 from policies.hybrid_head import HeadConfig, HybridActionHead, HybridDist
 from policies.skill_contract import SkillContract
 
 
 class StudentConfig(Config):
-    """Student policy = encoder + head."""
+    """Student policy = encoder + head, the head on a window of the last frames' embeddings."""
 
     encoder: EncoderConfig = Field(default_factory=EncoderConfig)
     head: HeadConfig = Field(default_factory=HeadConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
 
 @dataclass
@@ -31,7 +34,8 @@ class StudentOutput:
 
 
 class StudentPolicy(nn.Module):
-    """Student observations -> state embedding -> hybrid action distribution."""
+    """Student observations -> state embedding; the last `memory.frames` embeddings -> hybrid action
+    distribution."""
 
     def __init__(self, cfg: StudentConfig, contract: SkillContract) -> None:
         super().__init__()
@@ -39,6 +43,18 @@ class StudentPolicy(nn.Module):
         self.contract = contract
         self.encoder = StateEncoder(cfg.encoder, contract.num_skills)
         self.head = HybridActionHead(cfg.encoder.embed_dim, contract, cfg.head)
+        # none for a one-frame head: its weights are those of a student without memory
+        self.memory = FrameMemory(cfg.encoder.embed_dim, cfg.memory) if cfg.memory.frames > 1 else None
+
+    @property
+    def memory_frames(self) -> int:
+        """Embeddings the head acts on (W)."""
+        return self.cfg.memory.frames
+
+    def act_dist(self, frames: torch.Tensor) -> HybridDist:
+        """Window of embeddings (B, W, E), oldest first, zero rows before the episode's first frame ->
+        hybrid action distribution."""
+        return self.head(frames[:, -1] if self.memory is None else self.memory(frames))
 
     def forward(
         self,
@@ -48,8 +64,10 @@ class StudentPolicy(nn.Module):
         progress: torch.Tensor,
         step: torch.Tensor,
     ) -> StudentOutput:
+        """One frame alone: the head's window holds only it (after zero rows, as at an episode's start)."""
         embedding, gates = self.encoder(image, imu, skill, progress, step)
-        return StudentOutput(embedding, gates, self.head(embedding))
+        frames = F.pad(embedding[:, None], (0, 0, self.memory_frames - 1, 0))  # (B, W, E)
+        return StudentOutput(embedding, gates, self.act_dist(frames))
 
     def deployed_encoder(self) -> DeployedEncoder:
         """Exportable encoder: raw observations -> (state_embedding, gates)."""
@@ -118,25 +136,36 @@ class DeployedEncoder(nn.Module):
 
 
 class DeployedHead(nn.Module):
-    """Deterministic hybrid-action head for export: argmax skill, tanh-mapped mean parameters."""
+    """Deterministic hybrid-action head for export: argmax skill, tanh-mapped mean parameters.
 
-    input_names = ("state_embedding",)
+    Its input is the newest embedding (B, E) for a one-frame head, else the window (B, W, E).
+    """
+
     output_names = ("skill_logits", "action_skill", "action_params")
 
     def __init__(self, policy: StudentPolicy) -> None:
         super().__init__()
+        self.policy = policy
         self.head = policy.head
         self.embed_dim = policy.cfg.encoder.embed_dim
+        self.frames = policy.memory_frames
+        self.input_names = ("state_embedding",) if self.frames == 1 else ("frames",)
 
-    def forward(self, state_embedding: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        dist = self.head(state_embedding)
+    def forward(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        dist = self.policy.act_dist(inputs[:, None] if self.frames == 1 else inputs)
         skill, params = self.head.deterministic(dist)
         return dist.logits, skill, params
 
     def io_spec(self) -> dict[str, list[dict]]:
         k, p, b = self.head.num_skills, self.head.num_params, "batch"
+        if self.frames == 1:
+            inputs = [_io("state_embedding", [b, self.embed_dim], "float32", "state embedding")]
+        else:
+            inputs = [_io("frames", [b, self.frames, self.embed_dim], "float32",
+                          "state embeddings of the last frames, oldest first; zero rows before the "
+                          "episode's first frame")]  # fmt: skip
         return {
-            "inputs": [_io("state_embedding", [b, self.embed_dim], "float32", "state embedding")],
+            "inputs": inputs,
             "outputs": [
                 _io("skill_logits", [b, k], "float32", "skill logits"),
                 _io("action_skill", [b], "int64", "argmax skill id"),
@@ -146,7 +175,8 @@ class DeployedHead(nn.Module):
         }  # fmt: skip
 
     def dummy_inputs(self, batch: int = 1) -> tuple[torch.Tensor, ...]:
-        return (torch.zeros(batch, self.embed_dim),)
+        shape = (batch, self.embed_dim) if self.frames == 1 else (batch, self.frames, self.embed_dim)
+        return (torch.zeros(*shape),)
 
 
 def _io(name: str, shape: list, dtype: str, description: str) -> dict:

@@ -42,6 +42,8 @@ class StudentRuntime:
         self.image_hw = (pre["image"]["height"], pre["image"]["width"])
         self.imu_window = pre["imu"]["window"]
         self.embed_dim = self.manifest["config"]["student"]["encoder"]["embed_dim"]
+        # embeddings the head acts on (artifacts from before memory have none: one)
+        self.memory = int(self.manifest["config"]["student"].get("memory", {}).get("frames", 1))
 
     @property
     def precision(self) -> str:
@@ -70,7 +72,11 @@ class StudentRuntime:
         return (emb[0], gates[0]) if single else (emb, gates)
 
     def act(self, embedding: np.ndarray) -> tuple[np.ndarray, int | np.ndarray, np.ndarray]:
-        """Embedding (E,) -> (skill_logits (K,), skill id, params (P,) in contract bounds); batched too."""
+        """Embedding (E,) -> (skill_logits (K,), skill id, params (P,) in contract bounds); batched too.
+
+        For a head without memory; a head with memory acts on windows (`act_window`)."""
+        if self.memory > 1:
+            raise ValueError(f"this student's head acts on the last {self.memory} embeddings: use act_window")
         emb = np.asarray(embedding, dtype=np.float32)
         single = emb.ndim == 1
         emb = emb[None] if single else emb
@@ -78,11 +84,23 @@ class StudentRuntime:
             raise ValueError(
                 f"embedding: expected shape ({self.embed_dim},) or (B, {self.embed_dim}), got {emb.shape}"
             )
-        if not np.all(np.isfinite(emb)):
-            raise ValueError("embedding: non-finite value (NaN/Inf)")
-        out = self.policy.run({"state_embedding": emb})
-        logits, skill, params = out["skill_logits"], out["action_skill"], out["action_params"]
+        logits, skill, params = self.act_window(emb[:, None])
         return (logits[0], int(skill[0]), params[0]) if single else (logits, skill, params)
+
+    def act_window(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Windows of the last `memory` embeddings (B, W, E), oldest first, zero rows before an episode's
+        first frame (`policies.embedding_window.EmbeddingWindow`) -> skill_logits (B, K), skill ids (B,),
+        params (B, P) in contract bounds."""
+        frames = np.asarray(frames, dtype=np.float32)
+        if frames.ndim != 3 or frames.shape[1:] != (self.memory, self.embed_dim):
+            raise ValueError(
+                f"embedding window: expected shape (B, {self.memory}, {self.embed_dim}), got {frames.shape}"
+            )
+        if not np.all(np.isfinite(frames)):
+            raise ValueError("embedding: non-finite value (NaN/Inf)")
+        feeds = {"state_embedding": frames[:, 0]} if self.memory == 1 else {"frames": frames}
+        out = self.policy.run(feeds)
+        return out["skill_logits"], out["action_skill"], out["action_params"]
 
 
 def load_student(

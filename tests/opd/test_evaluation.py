@@ -75,3 +75,39 @@ def test_the_committed_teacher_loads_and_acts_inside_the_contract() -> None:
         np.testing.assert_array_equal(teacher.act(feats)[0], skill)  # greedy: deterministic
         obs, *_ = envs.step({"skill": skill, "params": params})
     envs.close()
+
+
+def test_the_student_driver_acts_on_each_envs_window_of_new_frames_from_its_episode_start() -> None:
+    """A new frame (new capture time) joins its env's window and acts; a held frame does not; an
+    episode's start empties that env's window."""
+    from types import SimpleNamespace
+
+    from opd.evaluation import StudentDriver
+    from policies.export import DEFAULT_CONTRACT
+
+    contract = SkillContract.load(DEFAULT_CONTRACT)
+    seen: list[np.ndarray] = []
+
+    def encode(image, imu, skill, progress, step):  # embedding: the image's first pixel, in every slot
+        return np.repeat(image[:, :1, 0, 0].astype(np.float32), 3, axis=1), None
+
+    def act_window(frames):
+        seen.append(frames[..., 0].copy())  # (M, W)
+        k = len(frames)
+        return np.zeros((k, 3)), np.zeros(k, np.int64), np.tile(contract.layout.defaults, (k, 1))
+
+    runtime = SimpleNamespace(contract=contract, memory=3, embed_dim=3, encode=encode, act_window=act_window)
+    driver = StudentDriver(runtime, num_envs=2)
+
+    def step(pixels, times, ages, started):
+        obs = {"image": np.array(pixels, np.uint8)[:, None, None, None] * np.ones((1, 2, 2, 3), np.uint8),
+               "imu": np.zeros((2, 4, 6)), "skill": np.zeros(2), "progress": np.zeros((2, 1)),
+               "step": np.zeros((2, 1))}  # fmt: skip
+        driver(obs, {"episode_time_s": np.array(times), "image_age_s": np.array(ages)}, np.array(started))
+
+    step([1, 5], [0.0, 0.0], [0.0, 0.0], [True, True])
+    step([2, 5], [0.1, 0.1], [0.0, 0.1], [False, False])  # env 1 holds its frame: only env 0 acts
+    step([3, 6], [0.2, 0.0], [0.0, 0.0], [False, True])  # env 1 starts a new episode
+    np.testing.assert_array_equal(seen[0], [[0, 0, 1], [0, 0, 5]])
+    np.testing.assert_array_equal(seen[1], [[0, 1, 2]])
+    np.testing.assert_array_equal(seen[2], [[1, 2, 3], [0, 0, 6]])

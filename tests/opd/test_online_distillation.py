@@ -412,3 +412,33 @@ def test_the_learner_trains_its_encoder_on_shifted_copies_of_stored_frames(contr
         assert found, "the encoder saw an image that is no shift of a stored frame"
         shifts.append(found[0])
     assert any(s != (0, 0) for s in shifts)
+
+
+def test_a_head_with_memory_acts_and_learns_on_the_windows_the_store_keeps(contract, student_cfg):
+    """Memory longer than the predictor's history: one window per frame, the head's and the store's alike,
+    the predictor on its newest frames; an episode's end empties it."""
+    frames = 8
+    cfg = student_cfg.model_copy(update={"memory": student_cfg.memory.model_copy(update={"frames": frames})})
+    learner = make_learner(contract, cfg, n=1)
+    assert learner.align.history == frames and learner.predictor_cfg.history == 5
+    run(learner, 60)
+    window = learner._windows.frames[0]  # (W, E): the newest frames, oldest first, by stamp
+    stamps = window[:, DQ]
+    assert np.all(np.diff(stamps) == pytest.approx(2 * PERIOD, abs=1e-5))
+    with torch.no_grad():
+        dist = learner.acting.act_dist(torch.from_numpy(window[None]))
+        skill, params = learner.acting.head.deterministic(dist)
+    assert learner._student_skill[0] == int(skill[0])
+    np.testing.assert_allclose(learner._student_params[0], params[0].double().numpy(), atol=1e-6)
+    rows = learner.store.sample(8, np.random.default_rng(0))["window"].numpy()  # (8, W, E)
+    for row in rows:  # each a run of consecutive frames, zero rows only before an episode's first frame
+        real = row[:, DQ] != 0
+        assert np.all(np.diff(row[real, DQ]) == pytest.approx(2 * PERIOD, abs=1e-5))
+        assert not np.any(real[:-1] & ~real[1:])
+    before = learner.student.memory.proj.weight.detach().clone()
+    assert not before.any()  # zero until it learns
+    for _ in range(5):
+        learner.update()
+    assert learner.student.memory.proj.weight.detach().abs().sum() > 0
+    learner.process_step(np.array([10.0]), np.array([True]))
+    assert not learner._windows.frames[0].any()

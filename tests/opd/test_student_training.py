@@ -152,3 +152,41 @@ def test_every_shipped_student_config_loads_with_its_student(path: Path) -> None
     cfg = StudentTrainConfig.from_yaml(path)  # each raises a ConfigError naming the bad field
     StudentConfig.from_yaml(from_root(cfg.student_config))  # resolved as the trainer resolves them
     SimConfig.from_yaml(from_root(cfg.sim_config))
+
+
+def test_a_shipped_student_grows_a_memory_that_starts_as_it_acted_and_learns(tmp_path: Path) -> None:
+    """init_from a student without memory into a run whose head has one: every shipped weight is kept, the
+    new memory adds nothing at step 0 (same actions as the artifact), training moves it, and the result
+    exports and deploys with windows; a memory of another length is refused."""
+    import numpy as np
+
+    from policies.runtime import load_student
+
+    base = StudentTrainer(tiny(tmp_path, total_steps=120), tmp_path / "base")
+    base.run()
+    artifact = base.export_artifact()
+    config = tmp_path / "memory.yaml"
+    config.write_text(yaml.safe_dump({**TINY_STUDENT, "memory": {"frames": 6, "hidden": 8}}))
+    cfg = tiny(tmp_path, total_steps=240, init_from=str(artifact), student_config=str(config),
+               opd={"distill": {"batch_size": 16, "capacity": 400, "train_encoder": False},
+                    "gate": {"budget": 0.5, "budget_min_samples": 20, "budget_window": 200}})  # fmt: skip
+    tuned = StudentTrainer(cfg, tmp_path / "tuned")
+    tuned._resume()
+    shipped = load_student(artifact, "onnxruntime")
+    frames = np.random.default_rng(0).normal(size=(5, 6, 32)).astype(np.float32)
+    skill, params = tuned.learner.head_outputs(frames)
+    want = shipped.act(frames[:, -1])
+    np.testing.assert_array_equal(skill, want[1])
+    np.testing.assert_allclose(params, want[2], atol=1e-5)
+    tuned.robot.close()
+    tuned = StudentTrainer(cfg, tmp_path / "tuned")
+    tuned.run()
+    memory = torch.load(tmp_path / "tuned" / "student.pt", weights_only=True)["memory.proj.weight"]
+    assert memory.abs().sum() > 0  # it learnt
+    rt = load_student(tuned.export_artifact(), "onnxruntime")
+    assert rt.memory == 6 and rt.act_window(frames)[1].shape == (5,)
+    again = tiny(tmp_path, init_from=str(tmp_path / "tuned" / "artifact"), student_config=str(config))
+    config.write_text(yaml.safe_dump({**TINY_STUDENT, "memory": {"frames": 9, "hidden": 8}}))
+    refused = StudentTrainer(again, tmp_path / "y")
+    with pytest.raises(ValueError, match="student config"):
+        refused._resume()

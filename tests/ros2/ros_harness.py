@@ -26,6 +26,7 @@ class FakeRuntime:
     image_hw = (32, 32)
     imu_window = 8
     embed_dim = 16
+    memory = 1  # a head without memory: acts on the newest embedding
     artifact = SimpleNamespace(encoder_hash=FAKE_ENCODER)
 
     def __init__(self, contract: SkillContract, skill: int = 0, params: np.ndarray | None = None) -> None:
@@ -53,6 +54,14 @@ class FakeRuntime:
         logits = np.zeros(self.contract.num_skills, dtype=np.float32)
         logits[self.skill] = 1.0
         return logits, self.skill, self.params.copy()
+
+    def act_window(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A head without memory: windows (B, 1, E) -> the newest frame's action, batched."""
+        frames = np.asarray(frames, dtype=np.float32)
+        if frames.ndim != 3 or frames.shape[1] != self.memory:
+            raise ValueError(f"embedding window: bad shape {frames.shape}")
+        outs = [self.act(f[-1]) for f in frames]
+        return np.stack([o[0] for o in outs]), np.array([o[1] for o in outs]), np.stack([o[2] for o in outs])
 
 
 def spin_until(executor: object, condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:

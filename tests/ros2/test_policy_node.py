@@ -303,3 +303,47 @@ def test_new_student_versions_are_swapped_in_and_bad_ones_refused(
     stop_executor(executor)
     node.destroy_node()
     probe.node.destroy_node()
+
+
+class RememberingRuntime(FakeRuntime):
+    """A head with memory of two frames: turn_in_place when the window holds a frame before the newest,
+    drive when it holds the newest alone."""
+
+    memory = 2
+
+    def act_window(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        frames = np.asarray(frames, dtype=np.float32)
+        assert frames.shape[1:] == (2, self.embed_dim)
+        held = frames[:, 0].any(axis=1)
+        skill = np.where(held, self.contract.skill_id("turn_in_place"), self.contract.skill_id("drive"))
+        params = np.tile(self.contract.layout.defaults, (len(frames), 1))
+        return np.zeros((len(frames), self.contract.num_skills), np.float32), skill, params
+
+
+def test_the_head_acts_on_its_window_which_a_new_episode_or_a_gap_empties(
+    ros_context: Context, contract: SkillContract
+) -> None:
+    runtime = RememberingRuntime(contract)
+    node, probe, executor = start_policy(ros_context, lambda *a, **k: runtime)
+    codec = ActionCodec(contract)
+    drive, turn = contract.skill_id("drive"), contract.skill_id("turn_in_place")
+    try:
+        def send(step: int) -> list[int]:
+            n = len(probe.received["/agent/action"])
+            skill_state = (0, 0.0, step)
+            msg = embedding_to_msg(np.full(EMBED_DIM, 0.5), time.time(), "camera", FAKE_ENCODER, skill_state)
+            probe.publish("/agent/state", msg)
+            acted = lambda: any(s != contract.safe_skill_id for s in skills(probe, codec)[n:])  # noqa: E731
+            assert spin_until(executor, acted)
+            return [s for s in skills(probe, codec)[n:] if s != contract.safe_skill_id]
+
+        assert send(0) == [drive]  # the episode's first frame: nothing before it
+        assert send(1) == [turn] and send(2) == [turn]
+        assert send(0) == [drive]  # the step went back: a new episode
+        assert send(1) == [turn]
+        spin_for(executor, 0.5)  # longer than input_timeout_s (0.3 s): the frames before are no history
+        assert send(2) == [drive]
+    finally:
+        stop_executor(executor)
+        node.destroy_node()
+        probe.node.destroy_node()

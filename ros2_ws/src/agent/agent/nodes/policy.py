@@ -6,12 +6,14 @@ the base (/opd/action and /cmd_vel), whatever `drive` is.
 Acting is event-driven: each fresh embedding is acted on and published at once, stamped with its image
 stamp, so the camera-to-command latency does not include a timer phase. An embedding counts as fresh only
 once everything that uses it has accepted it (the stamp checks, the float32 conversion and the model's own
-input checks): a stream of unusable embeddings is a stale input, however regular. A watchdog timer (ROS
-clock, so it follows /clock with use_sim_time) checks freshness (`policies.safe_fallback.SafeFallback`):
-with no usable embedding for `input_timeout_s` it proposes the contract's safe action (`stop`) once, then
-every 1/`safe_keepalive_hz` s, and reports ERROR; acting resumes with the next fresh embedding. Every
-published action goes through `SkillContract.clip`, so it is within the contract bounds whatever the model
-returns.
+input checks): a stream of unusable embeddings is a stale input, however regular. The head acts on the
+window of the last fresh embeddings (`memory.frames` of the student; one for a head without memory),
+emptied when the embeddings' step goes back (a new episode) or after a gap longer than `input_timeout_s`.
+A watchdog timer (ROS clock, so it follows /clock with use_sim_time) checks freshness
+(`policies.safe_fallback.SafeFallback`): with no usable embedding for `input_timeout_s` it proposes the
+contract's safe action (`stop`) once, then every 1/`safe_keepalive_hz` s, and reports ERROR; acting resumes
+with the next fresh embedding. Every published action goes through `SkillContract.clip`, so it is within
+the contract bounds whatever the model returns.
 
 Student versions: the opd node, learning online, announces new artifact versions on
 /agent/student_version. Each is loaded on a thread of its own (its hashes verified), checked against the
@@ -35,6 +37,7 @@ from agent.graph import TOPICS, node
 from agent.lifecycle_node import AgentNode, run_node
 from agent.messages import ActionCodec, MessageError, checked_stamp, msg_to_embedding
 from agent.nodes import RuntimeLoader
+from policies.embedding_window import EmbeddingWindow
 from policies.runtime import StudentRuntime, load_student
 from policies.safe_fallback import SafeFallback
 from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
@@ -62,6 +65,8 @@ class PolicyNode(AgentNode):
         self.contract = rt.contract
         self.codec = ActionCodec(rt.contract)
         self.embed_dim, self.encoder_hash = rt.embed_dim, rt.artifact.encoder_hash
+        self.window = EmbeddingWindow(1, rt.memory, rt.embed_dim)  # the head's input: the last frames
+        self.window_step, self.window_stamp = -1, -np.inf  # of the newest frame in the window
         self.input_timeout_s = s["input_timeout_s"]
         self.watchdog_period_s = 1.0 / s["watchdog_rate_hz"]
         self.fallback = SafeFallback(self.input_timeout_s, 1.0 / s["safe_keepalive_hz"])
@@ -108,9 +113,13 @@ class PolicyNode(AgentNode):
                 now,
             )
             return
+        if msg.step < self.window_step or stamp - self.window_stamp > self.input_timeout_s:
+            self.window.reset()  # a new episode, or a gap: the frames before it are no history of this one
+        self.window_step, self.window_stamp = msg.step, stamp
         t0 = time.perf_counter()
         try:
-            _, skill, params = self.runtime.act(embedding)
+            _, skill, params = self.runtime.act_window(self.window.push(np.zeros(1), embedding[None]))
+            skill, params = int(skill[0]), params[0]
         except ValueError as err:
             self.reject(self.state_in, MessageError("model_input", str(err)), now)
             return
@@ -156,6 +165,9 @@ class PolicyNode(AgentNode):
                 raise ValueError("its skill contract differs from the acting student's")
             if runtime.artifact.encoder_hash != current.artifact.encoder_hash:
                 raise ValueError("its encoder differs from the acting student's: it reads other embeddings")
+            if runtime.memory != current.memory:
+                raise ValueError(f"its head acts on {runtime.memory} frames, the acting one's on "
+                                 f"{current.memory}")
         except (ValueError, OSError, RuntimeError) as err:  # ArtifactError is a ValueError
             self.reject(self.versions, MessageError("refused", f"version {number} ({path}): {err}"), now)
             return

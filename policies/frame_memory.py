@@ -1,0 +1,43 @@
+"""Memory for the student's head: a GRU over the window of its last frames' embeddings.
+
+One camera frame does not show a marker the robot turned away from, nor an obstacle now beside it: the
+student's errors concentrate where the target is out of view (README, "Why the student fails"). The head
+therefore sees the last `frames` embeddings, not just the newest. The window is stateless (the GRU starts
+from zero on every window), so acting, training on stored windows and offline replay compute the same
+thing from the same frames, with no hidden state to carry, reset or keep in step.
+
+The GRU's summary enters as a correction added to the newest embedding, its projection initialised to
+zero: a head with memory starts out as exactly the memoryless head it is built from (fine-tuning a shipped
+student keeps its behaviour at step 0 and learns only what the window adds).
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from policies.config import Config
+
+
+class MemoryConfig(Config):
+    """The head's window of frames."""
+
+    frames: int = Field(1, ge=1, le=256)  # embeddings the head sees, newest last; 1 = the newest only
+    hidden: int = Field(128, ge=1)  # GRU width
+
+
+class FrameMemory(nn.Module):
+    """frames (B, W, E), oldest first, zero rows before an episode's first frame -> features (B, E)."""
+
+    def __init__(self, embed_dim: int, cfg: MemoryConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.gru = nn.GRU(embed_dim, cfg.hidden, batch_first=True)
+        self.proj = nn.Linear(cfg.hidden, embed_dim)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        out, _ = self.gru(frames)  # (B, W, H)
+        return frames[:, -1] + self.proj(out[:, -1])  # (B, E)
