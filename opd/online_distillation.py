@@ -10,17 +10,18 @@ How this class does it, per env (N envs side by side; N = 1 on a live robot):
 - `observe_teacher(stamp, privileged, skill, now)`: the frozen teacher acts on the true state; the entry
   (state, skill, parameters, logits) joins the env's `AlignedBuffer` at its stamp.
 - `observe_student(envs, stamp, frame, now)`: a new camera frame (measured at `stamp`, arriving later) is
-  encoded by the acting student; the head gives the student's action and the predictor, over the env's last
-  `history` embeddings, the teacher-side state at stamp + h periods (h = 1..horizon), in units of the
-  teacher state's std.
+  encoded by the acting student; the head, on the env's last `memory.frames` embeddings, gives the student's
+  action and the predictor, on its last `history` embeddings, the teacher-side state at stamp + h periods
+  (h = 1..horizon), in units of the teacher state's std.
 - `act(now)`: the prediction error of the newest frame whose targets the teacher stream has already reached
   (RMS over fields, mean over the horizons resolved) goes to the `Gate`, which picks the executed action.
 - `process_step(now, done)`: frames whose teacher partners are in are popped from the buffer as aligned
   (student frame, teacher state, teacher action) samples into the learner's own `SampleStore`.
 - `update()`: one gradient step on a batch of the store: KL(teacher || student) on the skill logits, the
-  masked loss on the teacher's skill's parameters and the state-prediction loss, which reaches the encoder
-  through the newest frame of the window. Acting uses a copy of the weights (`acting`), refreshed by
-  `sync_policy`, so an act never waits for a gradient step and never sees a half-applied one.
+  masked loss on the teacher's skill's parameters (the head on each sample's stored window) and the
+  state-prediction loss, both of which reach the encoder through the newest frame of the window. Acting
+  uses a copy of the weights (`acting`), refreshed by `sync_policy`, so an act never waits for a gradient
+  step and never sees a half-applied one.
 
 The teacher is frozen: eval mode, no gradients, and not in the optimiser.
 """
