@@ -72,6 +72,10 @@ class DistillConfig(Config):
     image_shift_px: int = Field(0, ge=0)  # random shift of each training image, px (opd.augment); 0 = off
     train_encoder: bool = True  # False: frames are embeddings of a fixed encoder (the live node)
     sync_every: int = Field(1, ge=1)  # updates between copies of the learner into the acting student
+    # The acting student (what acts, and what is exported) as an exponential moving average of the learner's
+    # weights: acting <- acting_ema * acting + (1 - acting_ema) * learner at each sync; 0 = a plain copy.
+    # Polyak averaging smooths the update-to-update swings of a student that imitates a small store.
+    acting_ema: float = Field(0.0, ge=0.0, lt=1.0)
     state_std_min: float = Field(0.01, gt=0)  # floor of a teacher-state field's std, field units
 
 
@@ -508,17 +512,28 @@ class OnlineDistillation:
         self.optimizer.step()
         self.updates += 1
         if self.updates % cfg.sync_every == 0:
-            self.sync_policy()
+            self.sync_policy(average=True)
         return losses
 
-    def sync_policy(self) -> None:
+    def sync_policy(self, average: bool = False) -> None:
         """Copy the learner's weights into the acting student, predictor and ensemble, in place under the
         lock (acting sees the old weights or the new ones, never a mix). Call it from the thread that
-        updates. A fixed encoder (the live node) is not copied: only the head acts on embeddings there."""
+        updates. A fixed encoder (the live node) is not copied: only the head acts on embeddings there.
+        `average` (after an update): with `acting_ema`, the acting student moves towards the learner's
+        weights by 1 - acting_ema instead."""
         skip = () if self.cfg.distill.train_encoder else ("encoder.",)
         student = {k: v for k, v in self.student.state_dict().items() if not k.startswith(skip)}
+        ema = self.cfg.distill.acting_ema if average else 0.0
         with self.lock, torch.no_grad():
-            self.acting.load_state_dict(student, strict=not skip)
+            if ema > 0:
+                acting = self.acting.state_dict()  # the module's own tensors: updated in place
+                for k, v in student.items():
+                    if v.is_floating_point():
+                        acting[k].lerp_(v, 1.0 - ema)
+                    else:
+                        acting[k].copy_(v)
+            else:
+                self.acting.load_state_dict(student, strict=not skip)
             self.acting_predictor.load_state_dict(self.predictor.state_dict())
             if self.novelty is not None:
                 self.acting_novelty.load_state_dict(self.novelty.state_dict())
@@ -560,7 +575,14 @@ class OnlineDistillation:
             "teacher_steps": self.teacher_steps,
             "updates": self.updates,
             "rng": self.rng.bit_generator.state,
+            # the averaged acting student (`acting_ema`), without a fixed encoder: the learner's is the same
+            "acting": self._acting_state() if self.cfg.distill.acting_ema > 0 else None,
         }
+
+    def _acting_state(self) -> dict[str, torch.Tensor]:
+        skip = () if self.cfg.distill.train_encoder else ("encoder.",)
+        with self.lock:
+            return {k: v.clone() for k, v in self.acting.state_dict().items() if not k.startswith(skip)}
 
     def load(self, state: dict[str, Any]) -> None:
         """Restore `save()`; a checkpoint of another config (shapes) is refused with the mismatch named."""
@@ -577,6 +599,9 @@ class OnlineDistillation:
         self.teacher_steps = int(state["teacher_steps"])
         self.rng.bit_generator.state = state["rng"]
         self.sync_policy()
+        if self.cfg.distill.acting_ema > 0 and state.get("acting") is not None:
+            with self.lock:
+                self.acting.load_state_dict(state["acting"], strict=self.cfg.distill.train_encoder)
 
 
 def learner_from_artifact(

@@ -326,7 +326,7 @@ def export_checkpoint(
 ) -> Path:
     """OUT: the deployable student of a run's checkpoint (the newest, or the one at `step` decisions), to
     evaluate a run while it goes on (`agent eval student --artifact OUT`); the run is only read. The
-    learner's training weights are exported (the acting copy is synced from them every few updates).
+    acting student's weights are exported: the learner's, or their average with `acting_ema`.
     `options`: `export_artifact`'s int8 and calibration."""
     from policies.export import export_artifact
 
@@ -342,10 +342,11 @@ def export_checkpoint(
     student_cfg = StudentConfig.from_yaml(from_root(cfg.student_config))
     contract = load_teacher(from_root(cfg.teacher)).contract
     learner = torch.load(path, weights_only=True)["learner"]
+    acting = {**learner["student"], **(learner.get("acting") or {})}  # an average without a fixed encoder
     with tempfile.TemporaryDirectory(prefix="agent-export-") as tmp:
         weights = {name: Path(tmp) / f"{name}.pt" for name in ("student", "predictor")}
-        for name, file in weights.items():
-            torch.save(learner[name], file)
+        torch.save(acting, weights["student"])
+        torch.save(learner["predictor"], weights["predictor"])
         try:
             return export_artifact(
                 out, student_cfg, contract, cfg.opd.predictor,

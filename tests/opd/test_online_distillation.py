@@ -442,3 +442,23 @@ def test_a_head_with_memory_acts_and_learns_on_the_windows_the_store_keeps(contr
     assert learner.student.memory.proj.weight.detach().abs().sum() > 0
     learner.process_step(np.array([10.0]), np.array([True]))
     assert not learner._windows.frames[0].any()
+
+
+def test_an_averaged_acting_student_moves_part_way_and_checkpoints_keep_it(contract, student_cfg):
+    distill = {"train_encoder": False, "batch_size": 16, "capacity": 500, "lr": 3e-3, "acting_ema": 0.75}
+    learner = make_learner(contract, student_cfg, distill=distill)
+    run(learner, 120)
+    name = "head.logits.weight"
+    before = learner.acting.state_dict()[name].clone()
+    torch.testing.assert_close(before, learner.student.state_dict()[name])  # a plain copy until an update
+    assert learner.update()
+    want = 0.75 * before + 0.25 * learner.student.state_dict()[name]
+    torch.testing.assert_close(learner.acting.state_dict()[name], want)
+    assert not torch.equal(learner.acting.state_dict()[name], learner.student.state_dict()[name])
+    blob = io.BytesIO()
+    torch.save(learner.save(), blob)
+    blob.seek(0)
+    again = make_learner(contract, student_cfg, seed=1, distill=distill)
+    again.load(torch.load(blob, weights_only=True))
+    for k, v in learner.acting.state_dict().items():
+        torch.testing.assert_close(again.acting.state_dict()[k], v, rtol=0, atol=0)
