@@ -311,6 +311,10 @@ def _build_env(stage: Any, root: str, cfg: SimConfig) -> None:
         disc = geom(UsdGeom.Cylinder, f"{root}/marker_{colour}", (0, 0, C.PARKED_Z_M), C.MARKER_RGB[colour])
         disc.CreateRadiusAttr(cfg.task.reach_radius_m)
         disc.CreateHeightAttr(0.002)
+        beacon = geom(UsdGeom.Cylinder, f"{root}/marker_{colour}/beacon", (0, 0, C.BEACON_HEIGHT_M / 2),
+                      C.MARKER_RGB[colour])  # fmt: skip
+        beacon.CreateRadiusAttr(C.BEACON_RADIUS_M)
+        beacon.CreateHeightAttr(C.BEACON_HEIGHT_M)
     for name in C.OBSTACLES[: cfg.task.num_obstacles]:
         post = geom(UsdGeom.Cylinder, f"{root}/{name}", (0, 0, C.PARKED_Z_M), (0.95, 0.95, 0.95))
         post.CreateRadiusAttr(C.OBSTACLE_RADIUS_M)

@@ -216,3 +216,23 @@ def test_numbers_match_the_stored_reference() -> None:
     ref = np.load(REFERENCE)
     for name, value in got.items():
         np.testing.assert_allclose(value, ref[name], atol=1e-4, err_msg=name)
+
+
+def test_a_marker_two_metres_ahead_shows_in_the_students_camera() -> None:
+    """Each marker carries a visual-only beacon: a floor disc alone is about one pixel tall at this range in
+    the 64 px camera, so a student could not find a marker it is not almost on."""
+    model = mujoco.MjModel.from_xml_path(str(C.ARENA_MJCF))
+    for colour in C.MARKER_COLOURS:
+        g = model.geom(f"beacon_{colour}")
+        assert g.contype == 0 and g.conaffinity == 0  # never touches anything: the physics are unchanged
+        assert g.size[:2] == pytest.approx([C.BEACON_RADIUS_M, C.BEACON_HEIGHT_M / 2])
+    cfg = sim_config(num_envs=1, camera={"width": 64, "height": 64})
+    with MujocoBackend(cfg) as robot:
+        fields = list(robot.spec.privileged_fields)
+        obs = robot.reset(seed=4)  # a layout with the first (red) marker ahead, in clear view
+        target = dict(zip(fields, obs.privileged[0], strict=True))
+        assert abs(np.arctan2(target["target_sin"], target["target_cos"])) < np.radians(10)
+        assert target["target_dist_m"] > 2.5
+        rgb = obs.image[0].astype(int)  # (64, 64, 3)
+        red = (rgb[..., 0] > 60) & (rgb[..., 0] > 2 * rgb[..., 1]) & (rgb[..., 0] > 2 * rgb[..., 2])
+        assert red.sum() >= 6, f"the red marker at {target['target_dist_m']:.2f} m shows on {red.sum()} px"

@@ -35,6 +35,10 @@ MARKER_RGB = {  # body and geom `marker_<colour>`, and its colour
 }
 MARKER_COLOURS = tuple(MARKER_RGB)
 OBSTACLES = ("obstacle_0", "obstacle_1", "obstacle_2", "obstacle_3")  # body and geom names
+# Each marker's beacon: a visual-only post at its centre (arena.xml `beacon_<colour>`), so the student's
+# low camera sees a marker from afar: a floor disc alone is ~1 px tall at 1.5 m in a 64 px image.
+BEACON_RADIUS_M = 0.06
+BEACON_HEIGHT_M = 0.4
 PARKED_Z_M = -1.0  # height of unused markers/obstacles: under the floor, out of contact and sight
 
 # Nominal kinematics (robot.xml).
