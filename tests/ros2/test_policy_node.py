@@ -324,7 +324,10 @@ def test_the_head_acts_on_its_window_which_a_new_episode_or_a_gap_empties(
     ros_context: Context, contract: SkillContract
 ) -> None:
     runtime = RememberingRuntime(contract)
-    node, probe, executor = start_policy(ros_context, lambda *a, **k: runtime)
+    # a gap is longer than input_timeout_s: 2 s, so that a loaded machine's pauses between sends are none
+    timeout = Parameter("input_timeout_s", value=2.0)
+    node, probe, executor = start_policy(ros_context, lambda *a, **k: runtime, timeout)
+    assert node.input_timeout_s == 2.0
     codec = ActionCodec(contract)
     drive, turn = contract.skill_id("drive"), contract.skill_id("turn_in_place")
     try:
@@ -341,7 +344,7 @@ def test_the_head_acts_on_its_window_which_a_new_episode_or_a_gap_empties(
         assert send(1) == [turn] and send(2) == [turn]
         assert send(0) == [drive]  # the step went back: a new episode
         assert send(1) == [turn]
-        spin_for(executor, 0.5)  # longer than input_timeout_s (0.3 s): the frames before are no history
+        spin_for(executor, 2.5)  # longer than input_timeout_s: the frames before are no history
         assert send(2) == [drive]
     finally:
         stop_executor(executor)
