@@ -521,7 +521,7 @@ class OnlineDistillation:
         updates. A fixed encoder (the live node) is not copied: only the head acts on embeddings there.
         `average` (after an update): with `acting_ema`, the acting student moves towards the learner's
         weights by 1 - acting_ema instead."""
-        skip = () if self.cfg.distill.train_encoder else ("encoder.",)
+        skip = self._fixed_prefixes
         student = {k: v for k, v in self.student.state_dict().items() if not k.startswith(skip)}
         ema = self.cfg.distill.acting_ema if average else 0.0
         with self.lock, torch.no_grad():
@@ -579,8 +579,13 @@ class OnlineDistillation:
             "acting": self._acting_state() if self.cfg.distill.acting_ema > 0 else None,
         }
 
+    @property
+    def _fixed_prefixes(self) -> tuple[str, ...]:
+        """State-dict prefixes the acting student shares with the learner (a fixed encoder): never copied."""
+        return () if self.cfg.distill.train_encoder else ("encoder.",)
+
     def _acting_state(self) -> dict[str, torch.Tensor]:
-        skip = () if self.cfg.distill.train_encoder else ("encoder.",)
+        skip = self._fixed_prefixes
         with self.lock:
             return {k: v.clone() for k, v in self.acting.state_dict().items() if not k.startswith(skip)}
 
@@ -601,7 +606,7 @@ class OnlineDistillation:
         self.sync_policy()
         if self.cfg.distill.acting_ema > 0 and state.get("acting") is not None:
             with self.lock:
-                self.acting.load_state_dict(state["acting"], strict=self.cfg.distill.train_encoder)
+                self.acting.load_state_dict(state["acting"], strict=not self._fixed_prefixes)
 
 
 def learner_from_artifact(

@@ -15,10 +15,6 @@ class EmbeddingWindow:
     def __init__(self, streams: int, length: int, dim: int) -> None:
         self.frames = np.zeros((streams, length, dim), np.float32)
 
-    @property
-    def length(self) -> int:
-        return self.frames.shape[1]
-
     def push(self, streams: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
         """Append one embedding (M, E) to each of `streams` (M,), distinct; their windows (M, length, E)."""
         idx = np.asarray(streams, dtype=np.intp)

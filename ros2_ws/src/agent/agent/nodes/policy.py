@@ -118,7 +118,7 @@ class PolicyNode(AgentNode):
         self.window_step, self.window_stamp = msg.step, stamp
         t0 = time.perf_counter()
         try:
-            _, skill, params = self.runtime.act_window(self.window.push(np.zeros(1), embedding[None]))
+            _, skill, params = self.runtime.act_window(self.window.push(np.array([0]), embedding[None]))
             skill, params = int(skill[0]), params[0]
         except ValueError as err:
             self.reject(self.state_in, MessageError("model_input", str(err)), now)
