@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from policies.embedding_window import EmbeddingWindow
 from policies.runtime.student_runtime import StudentRuntime
 from policies.skill_contract import SkillContract
-from policies.teacher_policy import TeacherConfig, TeacherPolicy, teacher_features
+from policies.teacher_policy import TeacherConfig, TeacherPolicy
 
 # Evaluation episodes use seeds EVAL_SEED + i. Training envs draw from seed + i (+ 1000 for the
 # demonstrations) and continue their own generators, so no training episode repeats an evaluation one.
@@ -48,7 +48,8 @@ def load_teacher(path: str | Path) -> TeacherPolicy:
     meta = yaml.safe_load(meta_path.read_text())
     contract = SkillContract.from_dict(meta["contract"], str(meta_path))
     policy = TeacherPolicy(
-        int(meta["obs_dim"]), contract, TeacherConfig.from_dict(meta["teacher"], str(meta_path))
+        int(meta["obs_dim"]), contract, TeacherConfig.from_dict(meta["teacher"], str(meta_path)),
+        meta.get("privileged_fields"),
     )
     policy.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return policy.eval()
@@ -67,13 +68,12 @@ def evaluate_teacher(
     from sim.vector_env import DiffBotVectorEnv
 
     n = max(1, min(num_envs, episodes))
-    k = teacher.contract.num_skills
     envs = DiffBotVectorEnv(
         n, sim_config, "privileged", proxy, teacher.cfg.action_repeat, AutoresetMode.DISABLED
     )
 
     def policy(obs: dict, info: dict, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return teacher.act(teacher_features(obs["privileged"], obs["skill"], k))
+        return teacher.act(teacher.features(obs["privileged"], obs["skill"]))
 
     return run_episodes(envs, policy, episodes, seed, proxy is not None)
 

@@ -52,7 +52,7 @@ from policies.distill_losses import categorical_kl, masked_param_loss
 from policies.embedding_window import EmbeddingWindow
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
-from policies.teacher_policy import TeacherPolicy, teacher_features
+from policies.teacher_policy import TeacherPolicy
 
 Switch = Literal["predictor", "novelty", "student", "teacher"]
 FRAME_KEYS = ("image", "imu", "skill", "progress", "step")  # raw student inputs, as the encoder takes them
@@ -245,7 +245,7 @@ class OnlineDistillation:
         Shapes: stamp (N,) s, privileged (N, Dq), active_skill (N,), now (N,) s. Returns (N,) bool: the entry
         was accepted (the buffer counts why not: stale, future, duplicate, non-finite).
         """
-        feats = teacher_features(privileged, active_skill, self.contract.num_skills)
+        feats = self.teacher.features(privileged, active_skill)
         skill, params, logits = self.teacher_outputs(feats)
         accepted = np.zeros(self.num_envs, dtype=bool)
         for i, buf in enumerate(self.buffers):

@@ -68,7 +68,6 @@ from policies.message_fields import (
     privileged_names,
 )
 from policies.preprocessing import resize_rgb
-from policies.teacher_policy import teacher_features
 from sim.config import from_root
 
 log = logging.getLogger(__name__)
@@ -456,8 +455,8 @@ class Replay:
             memo.fill("head", windows[:, -learner.memory_frames :], learner.head_outputs)  # (F, W, E)
             memo.fill("predictor", windows[:, -learner.predictor_cfg.history :], learner.predictions_of)
         if teacher:
-            k = learner.contract.num_skills
-            feats = teacher_features(np.stack([t[4] for t in teacher]), np.array([t[2] for t in teacher]), k)
+            states, skills = np.stack([t[4] for t in teacher]), np.array([t[2] for t in teacher])
+            feats = learner.teacher.features(states, skills)
             memo.fill("teacher", feats, learner.teacher_outputs)
         return memo
 

@@ -46,7 +46,7 @@ from opd.hybrid_sac import HybridSAC, SACConfig
 from opd.replay_buffer import Batch, ReplayBuffer
 from opd.reward_normalizer import RewardNormalizer, RewardNormConfig
 from policies.config import Config
-from policies.teacher_policy import TeacherConfig, TeacherPolicy, teacher_features
+from policies.teacher_policy import TeacherConfig, TeacherPolicy
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class TeacherTrainer:
         self.normalizer = RewardNormalizer(
             self.term_names, weights, cfg.reward, self.out / "breaker", cfg.teacher.action_repeat
         )
-        actor = TeacherPolicy(self.obs_dim, self.contract, cfg.teacher)
+        actor = TeacherPolicy(self.obs_dim, self.contract, cfg.teacher, self.spec.privileged_fields)
         self.sac = HybridSAC(actor, cfg.sac, torch.tensor(self.normalizer.scale(), dtype=torch.float32))
         sizes = (self.obs_dim, self.contract.num_params, len(self.term_names))
         self.buffer = ReplayBuffer(cfg.buffer_size, *sizes)
@@ -141,7 +141,7 @@ class TeacherTrainer:
 
     def features(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """Teacher input (N, F) of a batched observation."""
-        return teacher_features(obs["privileged"], obs["skill"], self.contract.num_skills)
+        return self.sac.actor.features(obs["privileged"], obs["skill"])
 
     def run(self) -> Path | None:
         """Train (resuming if a checkpoint exists), then write teacher.pt/teacher.yaml and return teacher.pt.
@@ -262,8 +262,7 @@ class TeacherTrainer:
         next_feats = self.features(obs)
         for i in np.flatnonzero(done):  # the final observation, not the one the autoreset started
             final = info["final_obs"][i]
-            next_feats[i] = teacher_features(final["privileged"][None], np.array([final["skill"]]),
-                                             self.contract.num_skills)[0]  # fmt: skip
+            next_feats[i] = self.sac.actor.features(final["privileged"][None], np.array([final["skill"]]))[0]
         return obs, terms, next_feats, terminated.astype(np.float32), done, info
 
     def _terms(self, info: dict, done: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from policies.config import Config
 from policies.hybrid_head import HeadConfig, HybridActionHead, HybridDist, mlp
 from policies.running_norm import RunningNorm
 from policies.skill_contract import SkillContract
+from policies.teacher_view import TeacherView, ViewConfig
 
 
 class TeacherConfig(Config):
@@ -21,6 +22,9 @@ class TeacherConfig(Config):
     # Part of what the policy means, so it travels with the weights (teacher.yaml): training, evaluation and
     # deployment hold each decision this long. 4 = 5 Hz on the 20 Hz loop (see opd/hybrid_sac.py, gamma).
     action_repeat: int = Field(4, ge=1)  # control periods each decision is held, periods
+    # What it sees of the privileged state (policies/teacher_view.py); None: all of it. Also part of what
+    # the policy means: a teacher trained on the camera's view acts on that view wherever it runs.
+    view: ViewConfig | None = None
 
 
 def teacher_features(privileged: np.ndarray, skill: np.ndarray, num_skills: int) -> np.ndarray:
@@ -32,15 +36,27 @@ def teacher_features(privileged: np.ndarray, skill: np.ndarray, num_skills: int)
 class TeacherPolicy(nn.Module):
     """features (B, F) -> HybridDist; observation normalisation inside, updated only while training."""
 
-    def __init__(self, obs_dim: int, contract: SkillContract, cfg: TeacherConfig | None = None) -> None:
+    def __init__(
+        self, obs_dim: int, contract: SkillContract, cfg: TeacherConfig | None = None,
+        fields: tuple[str, ...] | list[str] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
         cfg = cfg or TeacherConfig()
         self.cfg = cfg
         self.obs_dim = obs_dim
         self.contract = contract
+        if cfg.view is not None and fields is None:
+            raise ValueError("a teacher with a view needs the robot's privileged field names")
+        self.view = TeacherView(cfg.view, fields) if cfg.view is not None else None
         self.norm = RunningNorm(obs_dim)
         self.trunk, d = mlp(obs_dim, cfg.hidden)
         self.head = HybridActionHead(d, contract, cfg.head)
+
+    def features(self, privileged: np.ndarray, skill: np.ndarray) -> np.ndarray:
+        """Its input from the privileged state (N, Dq) and active skills (N,): (N, Dq + K), seen through
+        its view. Every caller that feeds it builds the input here."""
+        seen = self.view(privileged) if self.view is not None else privileged
+        return teacher_features(seen, skill, self.contract.num_skills)
 
     def forward(self, features: torch.Tensor) -> HybridDist:
         return self.head(self.trunk(self.norm(features)))

@@ -24,7 +24,7 @@ from agent.graph import TOPICS, node
 from agent.lifecycle_node import AgentNode, run_node
 from agent.messages import ActionCodec, MessageError, checked_stamp, msg_to_privileged, privileged_names
 from policies.stream_stats import LatencyWindow, Status, StreamStats
-from policies.teacher_policy import TeacherPolicy, teacher_features
+from policies.teacher_policy import TeacherPolicy
 
 STATE, ACTION = "/sim/privileged_state", "/teacher/action"
 
@@ -96,8 +96,7 @@ class TeacherNode(AgentNode):
         held = self.held  # read once: deactivate may clear it beside this (multi-threaded executor)
         if step % self.repeat == 0 or held is None:
             t0 = time.perf_counter()
-            k = self.contract.num_skills
-            features = teacher_features(privileged[None], np.array([skill]), k)  # (1, Dq + K)
+            features = self.teacher.features(privileged[None], np.array([skill]))  # (1, Dq + K)
             skills, params = self.teacher.act(features)  # (1,), (1, P)
             act_s = time.perf_counter() - t0
             action = self.contract.clip(int(skills[0]), params[0])
