@@ -20,6 +20,7 @@ from policies.embedding_window import EmbeddingWindow
 from policies.runtime.student_runtime import StudentRuntime
 from policies.skill_contract import SkillContract
 from policies.teacher_policy import TeacherConfig, TeacherPolicy
+from policies.teacher_view import TeacherView, ViewConfig, ViewObject
 
 # Evaluation episodes use seeds EVAL_SEED + i. Training envs draw from seed + i (+ 1000 for the
 # demonstrations) and continue their own generators, so no training episode repeats an evaluation one.
@@ -111,6 +112,54 @@ class StudentDriver:
         return self.skill.copy(), self.params.copy()
 
 
+# Diagnostic assists (`agent eval student --assist`): where the student loses. Each overrides the student
+# in one regime of the current target marker, judged from the true state: unseen = not yet inside the
+# camera's field of view since it became the target; out of view = not inside it now.
+ASSISTS = ("teacher_unseen", "search_unseen", "teacher_out_of_view")
+SEARCH_TURN_RADPS = 1.2  # search_unseen: turn in place to the left at this rate
+
+
+class AssistedDriver:
+    """The student driver, overridden in one regime of the target (`ASSISTS`) by the teacher or by a
+    scripted search. A diagnostic: success with an assist bounds what fixing that regime is worth."""
+
+    def __init__(
+        self, student: StudentDriver, teacher: TeacherPolicy, assist: str, fields: tuple[str, ...],
+        half_fov_deg: float,
+    ) -> None:  # fmt: skip
+        if assist not in ASSISTS:
+            raise ValueError(f"assist {assist!r}: choose one of {ASSISTS}")
+        self.student, self.teacher, self.assist = student, teacher, assist
+        target = ViewObject(x="target_dx_m", y="target_dy_m")
+        self.view = TeacherView(ViewConfig(half_fov_deg=half_fov_deg, objects=[target]), fields)
+        self.progress = fields.index("progress")
+        n = len(student.skill)
+        self.target = np.full(n, -1.0)  # progress value of the target being tracked (one per marker)
+        self.seen = np.zeros(n, dtype=bool)  # that target has been inside the field of view
+        self.steps = self.assisted = 0  # control steps driven, of them overridden
+
+    def __call__(self, obs: dict, info: dict, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        skill, params = self.student(obs, info, started)
+        privileged = obs["privileged"]
+        in_view = self.view.visible(privileged)[:, 0]
+        new_target = started | (privileged[:, self.progress] != self.target)
+        self.target = privileged[:, self.progress].astype(np.float64)
+        self.seen = np.where(new_target, in_view, self.seen | in_view)
+        override = ~in_view if self.assist == "teacher_out_of_view" else ~self.seen
+        if override.any():
+            idx = np.flatnonzero(override)
+            if self.assist == "search_unseen":
+                contract = self.teacher.contract
+                turn = contract.skill_id("turn_in_place")
+                skill[idx], params[idx] = contract.action(turn, turn_rate=SEARCH_TURN_RADPS)
+            else:
+                feats = self.teacher.features(privileged[idx], obs["skill"][idx])
+                skill[idx], params[idx] = self.teacher.act(feats)
+        self.steps += len(skill)
+        self.assisted += int(override.sum())
+        return skill, params
+
+
 def evaluate_student(
     runtime: StudentRuntime,
     episodes: int,
@@ -118,9 +167,12 @@ def evaluate_student(
     sim_config: str | Path | None = None,
     seed: int = EVAL_SEED,
     num_envs: int = 16,
+    assist: str | None = None,
+    teacher: TeacherPolicy | None = None,
 ) -> dict:
     """The student acting alone (no teacher) for `episodes` seeded episodes, its camera at the artifact's
-    image size; the same report as `evaluate_teacher`."""
+    image size; the same report as `evaluate_teacher`. With `assist` (`ASSISTS`; the teacher for the
+    teacher's), the diagnostic `AssistedDriver` drives and the report says how often it overrode."""
     from sim.config import SimConfig
     from sim.gym_env import CONFIG_DIR
     from sim.vector_env import DiffBotVectorEnv
@@ -130,9 +182,21 @@ def evaluate_student(
     h, w = runtime.image_hw
     cfg = cfg.model_copy(update={"camera": cfg.camera.model_copy(update={"height": h, "width": w})})
     envs = DiffBotVectorEnv(
-        n, SimConfig.from_dict(cfg.model_dump()), "sensors", proxy, 1, AutoresetMode.DISABLED
-    )
-    return run_episodes(envs, StudentDriver(runtime, n), episodes, seed, proxy is not None)
+        n, SimConfig.from_dict(cfg.model_dump()), "all" if assist else "sensors", proxy, 1,
+        AutoresetMode.DISABLED,
+    )  # fmt: skip
+    driver: Policy = StudentDriver(runtime, n)
+    if assist:
+        if teacher is None:
+            raise ValueError("an assisted evaluation needs the teacher")
+        from sim.robots.diffbot.constants import CAMERA_FOVY_DEG
+
+        hfov = 2 * math.degrees(math.atan(math.tan(math.radians(CAMERA_FOVY_DEG) / 2) * w / h))
+        driver = AssistedDriver(driver, teacher, assist, envs.robot.spec.privileged_fields, hfov / 2)
+    report = run_episodes(envs, driver, episodes, seed, proxy is not None)
+    if isinstance(driver, AssistedDriver):
+        report["assist"] = {"mode": assist, "share": round(driver.assisted / max(driver.steps, 1), 4)}
+    return report
 
 
 def run_episodes(envs: VectorEnv, policy: Policy, episodes: int, seed: int, proxy: bool) -> dict:

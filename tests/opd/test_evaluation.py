@@ -111,3 +111,57 @@ def test_the_student_driver_acts_on_each_envs_window_of_new_frames_from_its_epis
     np.testing.assert_array_equal(seen[0], [[0, 0, 1], [0, 0, 5]])
     np.testing.assert_array_equal(seen[1], [[0, 1, 2]])
     np.testing.assert_array_equal(seen[2], [[1, 2, 3], [0, 0, 6]])
+
+
+
+def test_an_assist_overrides_the_student_exactly_in_its_regime_of_the_target() -> None:
+    """unseen: from the moment a marker becomes the target until it first enters the field of view (not
+    after it leaves again: seen is seen); out of view: whenever it is outside. The search turns left in
+    place; the teacher acts on the true state."""
+
+    from opd.evaluation import SEARCH_TURN_RADPS, AssistedDriver
+    from sim.marker_task import privileged_fields
+
+    fields = privileged_fields(3)
+    col = {f: i for i, f in enumerate(fields)}
+    teacher = load_teacher(COMMITTED)
+    contract = teacher.contract
+    student_action = (np.array([contract.skill_id("drive")]), contract.layout.defaults[None].copy())
+
+    def student(obs, info, started):
+        return student_action[0].copy(), student_action[1].copy()
+
+    def obs_for(bearing_deg: float, progress: float) -> dict:
+        priv = np.zeros((1, len(fields)), np.float32)
+        c, s_ = np.cos(np.radians(bearing_deg)), np.sin(np.radians(bearing_deg))
+        for name, v in (("target_dx_m", c), ("target_dy_m", s_), ("target_dist_m", 1.0), ("target_cos", c),
+                        ("target_sin", s_), ("progress", progress)):  # fmt: skip
+            priv[0, col[name]] = v
+        return {"privileged": priv, "skill": np.zeros(1, np.int64)}
+
+    def run(assist: str, script: list[tuple[float, float, bool]]) -> list[bool]:
+        student.skill = student_action[0]  # the driver sizes its state from the student's
+        driver = AssistedDriver(student, teacher, assist, fields, 37.5)
+        out = []
+        for bearing, progress, started in script:
+            before = driver.assisted
+            obs = obs_for(bearing, progress)
+            skill, params = driver(obs, {}, np.array([started]))
+            overridden = driver.assisted > before
+            if not overridden:
+                assert skill[0] == student_action[0][0]
+            elif assist == "search_unseen":
+                assert skill[0] == contract.skill_id("turn_in_place")
+                assert params[0, contract.layout.slices[int(skill[0])]][0] == SEARCH_TURN_RADPS
+            else:
+                t_skill, t_params = teacher.act(teacher.features(obs["privileged"], obs["skill"]))
+                assert skill[0] == t_skill[0]
+                np.testing.assert_array_equal(params[0], t_params[0])
+            out.append(overridden)
+        return out
+
+    # behind; in view; behind again; the next marker (progress 1/3), behind; a new episode, behind
+    script = [(150, 0, True), (20, 0, False), (150, 0, False), (-120, 1 / 3, False), (150, 0, True)]
+    assert run("search_unseen", script) == [True, False, False, True, True]
+    assert run("teacher_unseen", script) == [True, False, False, True, True]
+    assert run("teacher_out_of_view", script) == [True, False, True, True, True]

@@ -19,6 +19,7 @@ import sim
 SIM_DIR = Path(sim.__file__).parent
 DEFAULT_TEACHER = SIM_DIR / "robots" / "diffbot" / "teacher" / "teacher.pt"
 DEFAULT_PROXY = SIM_DIR / "configs" / "proxy.yaml"
+ASSISTS = ("teacher_unseen", "search_unseen", "teacher_out_of_view")  # opd.evaluation.ASSISTS (no torch here)
 DEFAULT_STUDENT = SIM_DIR / "robots" / "diffbot" / "student"  # the committed OPD student artifact
 OPD_CONFIGS = Path(opd.__file__).parent / "configs"
 
@@ -44,6 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--backend", default="onnxruntime", help="runtime backend (torch, onnxruntime, tensorrt)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--envs", type=int, default=16, help="episodes run side by side (one backend object)")
+    s.add_argument("--assist", choices=ASSISTS, help="diagnostic: override the student in one regime of its "
+                   "target (unseen since it became the target, or out of view now) by the teacher or a "
+                   "scripted search; bounds what fixing that regime is worth")  # fmt: skip
+    s.add_argument("--teacher", type=Path, default=DEFAULT_TEACHER, help="teacher.pt for --assist teacher_*")
     r = sub.add_parser(
         "transfer",
         help="sim-to-real benchmark: train sim_only, dagger, novelty and opd at one label budget, evaluate "
@@ -67,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
         from policies.runtime import load_student
 
         runtime = load_student(args.artifact, backend=args.backend)
-        report = evaluate_student(runtime, args.episodes, proxy=proxy, num_envs=args.envs)
+        teacher = load_teacher(args.teacher) if args.assist else None
+        report = evaluate_student(runtime, args.episodes, proxy=proxy, num_envs=args.envs,
+                                  assist=args.assist, teacher=teacher)  # fmt: skip
     else:
         report = evaluate_teacher(
             load_teacher(args.checkpoint), args.episodes, proxy=proxy, num_envs=args.envs
@@ -77,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         lo, hi = report["ci95"]
         where = "real-robot proxy" if report["proxy"] else "clean sim"
+        if assist := report.get("assist"):
+            print(f"assisted ({assist['mode']}) on {assist['share']:.1%} of control steps")
         print(f"{report['episodes']} episodes on the {where}: success {report['success_rate']:.1%} "
               f"(95% CI {lo:.1%}-{hi:.1%}), mean return {report['mean_return']:.2f}, "
               f"outcomes {report['outcomes']}")  # fmt: skip
