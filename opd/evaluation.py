@@ -155,8 +155,9 @@ class AssistedDriver:
             else:
                 feats = self.teacher.features(privileged[idx], obs["skill"][idx])
                 skill[idx], params[idx] = self.teacher.act(feats)
-        self.steps += len(skill)
-        self.assisted += int(override.sum())
+        running = info.get("running", np.ones(len(skill), dtype=bool))  # envs holding an ended one: not
+        self.steps += int(running.sum())
+        self.assisted += int((override & running).sum())
         return skill, params
 
 
@@ -203,7 +204,7 @@ def run_episodes(envs: VectorEnv, policy: Policy, episodes: int, seed: int, prox
     """Seeded episodes (episode i on seed + i) on a DISABLED-autoreset vector env; the report dict.
 
     `policy(obs, info, started)` returns (skill (N,), params (N, P)); `started` (N,) marks envs whose
-    episode began with this observation.
+    episode began with this observation, `info["running"]` (N,) those with an episode still running.
     """
     n = envs.num_envs
     episode_of = np.arange(n)  # episode each env runs; -1 once there are no more to start
@@ -214,7 +215,7 @@ def run_episodes(envs: VectorEnv, policy: Policy, episodes: int, seed: int, prox
         obs, info = envs.reset(seed=[seed + i for i in range(n)])
         started, fresh = n, np.ones(n, dtype=bool)
         while (episode_of >= 0).any():
-            skill, params = policy(obs, info, fresh)
+            skill, params = policy(obs, {**info, "running": episode_of >= 0}, fresh)
             obs, reward, terminated, truncated, info = envs.step({"skill": skill, "params": params})
             running = episode_of >= 0
             returns += np.where(running, reward, 0.0)
