@@ -9,6 +9,7 @@ import pytest
 import torch
 import yaml
 
+from opd.evaluation import load_teacher
 from opd.student_training import StudentTrainConfig, StudentTrainer
 from sim.config import PROJECT_ROOT, SimConfig, from_root
 
@@ -152,6 +153,7 @@ def test_every_shipped_student_config_loads_with_its_student(path: Path) -> None
     cfg = StudentTrainConfig.from_yaml(path)  # each raises a ConfigError naming the bad field
     StudentConfig.from_yaml(from_root(cfg.student_config))  # resolved as the trainer resolves them
     SimConfig.from_yaml(from_root(cfg.sim_config))
+    load_teacher(from_root(cfg.teacher))  # the committed teacher it names, with its view if it has one
 
 
 def test_a_shipped_student_grows_a_memory_that_starts_as_it_acted_and_learns(tmp_path: Path) -> None:

@@ -92,8 +92,24 @@ def test_a_teacher_with_a_view_acts_the_same_on_states_that_differ_only_out_of_v
     assert loaded.act(loaded.features(a, skill))[0] == teacher.act(fa)[0]
 
 
-def test_the_shipped_imitable_teacher_config_matches_the_default_robot() -> None:
-    cfg = TeacherTrainConfig.from_yaml(from_root("opd/configs/teacher_view.yaml"))
+@pytest.mark.parametrize("name", ["teacher_view.yaml", "teacher_view_obstacles.yaml"])
+def test_the_shipped_teacher_views_match_the_default_robot(name: str) -> None:
+    cfg = TeacherTrainConfig.from_yaml(from_root(f"opd/configs/{name}"))
     assert cfg.teacher.view is not None
     assert cfg.teacher.view.half_fov_deg == pytest.approx(CAMERA_FOVY_DEG / 2)  # square image: hfov = vfov
     TeacherView(cfg.teacher.view, FIELDS)  # every name exists
+
+
+def test_the_committed_imitable_teacher_sees_markers_only_in_view_and_never_its_pose() -> None:
+    teacher = load_teacher(from_root("sim/robots/diffbot/teacher_view/teacher.pt"))
+    assert teacher.view is not None
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(1, len(FIELDS))).astype(np.float32)
+    a[0, COL["target_dx_m"]], a[0, COL["target_dy_m"]] = -1.0, 0.5  # behind
+    a[0, COL["next_dx_m"]], a[0, COL["next_dy_m"]] = 0.2, -2.0  # to the right
+    b = a.copy()
+    b[0, [COL["x_m"], COL["cos_yaw"], COL["target_cos"], COL["next_dy_m"]]] = (1.5, -0.3, -0.9, -1.0)
+    np.testing.assert_array_equal(teacher.features(a, [0]), teacher.features(b, [0]))
+    c = a.copy()
+    c[0, COL["obstacle0_dx_m"]] += 0.5  # obstacles stay seen
+    assert not np.array_equal(teacher.features(a, [0]), teacher.features(c, [0]))
