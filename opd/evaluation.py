@@ -155,7 +155,8 @@ class AssistedDriver:
             else:
                 feats = self.teacher.features(privileged[idx], obs["skill"][idx])
                 skill[idx], params[idx] = self.teacher.act(feats)
-        running = info.get("running", np.ones(len(skill), dtype=bool))  # envs holding an ended one: not
+        # envs that hold an ended episode (run_episodes waits for the others) are not counted
+        running = info.get("running", np.ones(len(skill), dtype=bool))
         self.steps += int(running.sum())
         self.assisted += int((override & running).sum())
         return skill, params
