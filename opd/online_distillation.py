@@ -402,8 +402,10 @@ class OnlineDistillation:
         return out
 
     def normalise(self, state: np.ndarray) -> np.ndarray:
-        """Teacher state(s) (..., Dq) in the predictor's units: (state - mean) / std."""
-        return (state - self.state_mean) / self.state_std
+        """Privileged state(s) (..., Dq) as the predictor's target: what the teacher sees of it (its view),
+        (seen - mean) / std in the teacher's own statistics, which are of what it sees (a field its view
+        hides has std ~0: the raw field over that floor would be hundreds of stds)."""
+        return (self.teacher.seen(state) - self.state_mean) / self.state_std
 
     def _track(self, use_teacher: np.ndarray, switched: np.ndarray) -> None:
         mask, half = self._slot_masks[self._teacher_skill], self._half_range  # (N, P), (P,)

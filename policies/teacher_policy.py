@@ -52,11 +52,17 @@ class TeacherPolicy(nn.Module):
         self.trunk, d = mlp(obs_dim, cfg.hidden)
         self.head = HybridActionHead(d, contract, cfg.head)
 
+    def seen(self, privileged: np.ndarray) -> np.ndarray:
+        """What it sees of privileged state(s) (..., Dq): the same shape, through its view."""
+        if self.view is None:
+            return privileged
+        privileged = np.asarray(privileged)
+        return self.view(privileged.reshape(-1, privileged.shape[-1])).reshape(privileged.shape)
+
     def features(self, privileged: np.ndarray, skill: np.ndarray) -> np.ndarray:
         """Its input from the privileged state (N, Dq) and active skills (N,): (N, Dq + K), seen through
         its view. Every caller that feeds it builds the input here."""
-        seen = self.view(privileged) if self.view is not None else privileged
-        return teacher_features(seen, skill, self.contract.num_skills)
+        return teacher_features(self.seen(privileged), skill, self.contract.num_skills)
 
     def forward(self, features: torch.Tensor) -> HybridDist:
         return self.head(self.trunk(self.norm(features)))

@@ -6,8 +6,9 @@ errs most while its target has not yet been in view, and turning in place until 
 search) lifted it from 72% to 83% (`../README.md`, "imitable teacher"). With a `ViewConfig` the teacher's
 input keeps the fields that are always observable (speed, yaw rate, ...), and each object's fields only
 while the object is inside the camera's horizontal field of view; everything else reads 0. The
-privileged state itself (the predictor's target, the buffer's entries) is unchanged: the view applies to
-the teacher's input alone, so a teacher trained with it acts on exactly what it was trained on.
+buffer's entries keep the whole privileged state; the teacher's input and the predictor's target (what the
+teacher sees, `OnlineDistillation.normalise`) go through the view, so a teacher trained with it acts on
+exactly what it was trained on, and the gate's error measures how well the student knows what it sees.
 """
 
 from __future__ import annotations
