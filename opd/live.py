@@ -22,12 +22,35 @@ from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.export import export_head_version
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
-from sim.config import PROJECT_ROOT
+from sim.config import PROJECT_ROOT, from_root
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TEACHER = PROJECT_ROOT / "sim/robots/diffbot/teacher/teacher.pt"
 DEFAULT_OPD_CONFIG = PROJECT_ROOT / "opd/configs/live.yaml"  # its `opd:` section
+
+
+def teacher_record(checkpoint: str | Path) -> dict[str, str]:
+    """The manifest's record of the teacher a student was distilled from: the path as configured (relative
+    to the project root when it is inside it) and the checkpoint's SHA-256."""
+    return {"checkpoint": str(checkpoint), "sha256": sha256_file(from_root(checkpoint))}
+
+
+def default_teacher(artifact: Artifact) -> Path:
+    """The teacher the OPD core runs with `artifact` unless told otherwise: the one it was distilled from
+    (its predictor predicts what that teacher sees), else the committed one. A recorded teacher that is
+    missing or has changed is refused, not replaced."""
+    record = artifact.manifest.get("teacher")
+    if not record:
+        return DEFAULT_TEACHER
+    path = from_root(record["checkpoint"])
+    if not path.is_file():
+        raise FileNotFoundError(f"{artifact.root} was distilled from the teacher {path}, which is missing; "
+                                "pass the teacher checkpoint explicitly")  # fmt: skip
+    if sha256_file(path) != record["sha256"]:
+        raise ValueError(f"{artifact.root} was distilled from the teacher {path}, which has changed "
+                         f"since (SHA-256 {record['sha256'][:12]}... recorded); pass the teacher explicitly")
+    return path
 
 
 def default_versions_dir(artifact: Artifact) -> Path:
@@ -41,14 +64,14 @@ def load_learner(
     artifact: Artifact, teacher: str | Path = "", opd_config: str | Path = ""
 ) -> OnlineDistillation:
     """One-env learner on the artifact's head and predictor, the frozen teacher, the `opd:` section of a
-    student training YAML (empty arguments: the committed teacher, opd/configs/live.yaml)."""
+    student training YAML (empty arguments: `default_teacher(artifact)`, opd/configs/live.yaml)."""
     path = Path(opd_config or DEFAULT_OPD_CONFIG)
     try:
         section = (yaml.safe_load(path.read_text()) or {}).get("opd", {})
     except (OSError, yaml.YAMLError) as err:
         raise ValueError(f"opd_config {path}: {err}") from None
     cfg = OPDConfig.from_dict(section, f"{path}: opd")
-    return learner_from_artifact(artifact, load_teacher(teacher or DEFAULT_TEACHER), cfg)
+    return learner_from_artifact(artifact, load_teacher(teacher or default_teacher(artifact)), cfg)
 
 
 class VersionWriter:

@@ -47,7 +47,7 @@ from pydantic import Field
 from opd.bag_input import BagError, BagInput, BagMessage, BagTopics, stamp_ns
 from opd.decision_stream import DecisionStream
 from opd.gate import GateBank, GateConfig
-from opd.live import DEFAULT_OPD_CONFIG, DEFAULT_TEACHER, load_learner
+from opd.live import DEFAULT_OPD_CONFIG, default_teacher, load_learner
 from opd.model_memo import ModelMemo
 from opd.replay_summary import summarise
 from policies.artifact import MANIFEST, Artifact, sha256_file
@@ -99,7 +99,7 @@ class ReplayConfig(Config):
 
     topics: BagTopics = Field(default_factory=BagTopics)
     # YAML with an `opd:` section and the teacher checkpoint; "" = the recorded run's (the bag's
-    # agent.params), else opd/configs/live.yaml and the committed teacher.
+    # agent.params), else opd/configs/live.yaml and the artifact's teacher (opd.live.default_teacher).
     opd_config: str = ""
     teacher: str = ""
     backend: str = "onnxruntime"  # runtime of the re-encoding (onnxruntime, torch, tensorrt)
@@ -360,7 +360,7 @@ class Replay:
     def _learner(self, bag: BagInput) -> Any:
         opd_params = bag.recorded_params().get("opd", {}).get("ros__parameters", {})
         opd_config = self.cfg.opd_config or opd_params.get("opd_config") or str(DEFAULT_OPD_CONFIG)
-        teacher = self.cfg.teacher or opd_params.get("teacher_checkpoint") or str(DEFAULT_TEACHER)
+        teacher = self.cfg.teacher or opd_params.get("teacher_checkpoint") or default_teacher(self.artifact)
         self.used = {"opd_config": str(opd_config), "teacher": str(teacher)}
         return load_learner(self.artifact, from_root(teacher), from_root(opd_config))
 

@@ -299,6 +299,7 @@ class StudentTrainer:
 
     def export_artifact(self) -> Path:
         """OUT/artifact: the deployable student (ONNX graphs, weights, manifest) of `export()`'s weights."""
+        from opd.live import teacher_record
         from policies.export import export_artifact
 
         return export_artifact(
@@ -308,6 +309,7 @@ class StudentTrainer:
             self.learner.predictor_cfg,
             student_weights=self.out / "student.pt",
             predictor_weights=self.out / "predictor.pt",
+            teacher=teacher_record(self.cfg.teacher),
         )
 
 
@@ -328,6 +330,7 @@ def export_checkpoint(
     evaluate a run while it goes on (`agent eval student --artifact OUT`); the run is only read. The
     acting student's weights are exported: the learner's, or their average with `acting_ema`.
     `options`: `export_artifact`'s int8 and calibration."""
+    from opd.live import teacher_record
     from policies.export import export_artifact
 
     ckpt_dir = Path(run_dir) / "checkpoints"
@@ -350,7 +353,8 @@ def export_checkpoint(
         try:
             return export_artifact(
                 out, student_cfg, contract, cfg.opd.predictor,
-                student_weights=weights["student"], predictor_weights=weights["predictor"], **options,
+                student_weights=weights["student"], predictor_weights=weights["predictor"],
+                teacher=teacher_record(cfg.teacher), **options,
             )  # fmt: skip
         except RuntimeError as err:  # torch's load_state_dict: weights of another architecture
             raise ValueError(f"{path}: its weights do not fit {cfg.student_config}: {err}") from None

@@ -54,6 +54,7 @@ def export_artifact(
     int8: bool = False,
     calibration: str | Path | None = None,
     seed: int = 0,
+    teacher: dict[str, str] | None = None,
 ) -> Path:
     """Build the models (loading weights when given), export them and write the manifest.
 
@@ -64,6 +65,9 @@ def export_artifact(
         privileged_fields: names of the teacher-side state columns the predictor predicts, in order
             (`RobotSpec.privileged_fields`); None = the default robot's (`robot_privileged_fields()`).
             predictor.out_dim None resolves to their number; any other number must equal it.
+        teacher: the teacher it was distilled from, {"checkpoint": path as configured, "sha256": its hash}
+            (`opd.live.teacher_record`): its predictor predicts what that teacher sees, so the OPD core
+            deploys it with that teacher by default (`opd.live.default_teacher`).
     """
     out_dir = Path(out_dir)
     student_cfg = student_cfg or StudentConfig.from_yaml(DEFAULT_STUDENT_CONFIG)
@@ -110,6 +114,8 @@ def export_artifact(
         torch.save(student.state_dict(), tmp / "student.pt")
         torch.save(predictor.state_dict(), tmp / "predictor.pt")
         manifest = _manifest(student_cfg, contract, predictor_cfg, models, sources, tmp)
+        if teacher is not None:
+            manifest["teacher"] = teacher
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
     log.info("exported artifact to %s (weights: %s)", out_dir, sources)
     return out_dir

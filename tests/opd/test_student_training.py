@@ -115,6 +115,7 @@ def test_a_checkpoint_exports_as_an_artifact_while_the_run_goes_on(tmp_path: Pat
 
     import numpy as np
 
+    from opd.live import default_teacher, teacher_record
     from opd.student_training import export_checkpoint
     from policies.artifact import Artifact
     from policies.runtime import load_student
@@ -130,6 +131,9 @@ def test_a_checkpoint_exports_as_an_artifact_while_the_run_goes_on(tmp_path: Pat
             assert exported.keys() == ckpt[part].keys()
             assert all(torch.equal(exported[k], ckpt[part][k]) for k in exported)
     assert sorted((p.name, p.stat().st_mtime_ns) for p in out.rglob("*")) == before
+    teacher = tiny(tmp_path).teacher  # the teacher it was distilled from travels with it
+    assert artifact.manifest["teacher"] == teacher_record(teacher)
+    assert default_teacher(artifact) == from_root(teacher)
     rt = load_student(artifact, backend="onnxruntime")
     emb, _ = rt.encode(np.zeros((1, 32, 32, 3), np.uint8), np.zeros((1, rt.imu_window, 6), np.float32),
                        np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float32))  # fmt: skip
@@ -192,3 +196,23 @@ def test_a_shipped_student_grows_a_memory_that_starts_as_it_acted_and_learns(tmp
     refused = StudentTrainer(again, tmp_path / "y")
     with pytest.raises(ValueError, match="student config"):
         refused._resume()
+
+
+def test_an_artifact_deploys_with_the_teacher_it_was_distilled_from_or_refuses(tmp_path: Path) -> None:
+    """Its predictor predicts what that teacher sees: another teacher in its place is refused, not used."""
+    import shutil
+
+    from opd.live import DEFAULT_TEACHER, default_teacher, teacher_record
+    from policies.artifact import Artifact
+
+    teacher = tmp_path / "teacher.pt"
+    shutil.copy(from_root("sim/robots/diffbot/teacher_view/teacher.pt"), teacher)
+    assert default_teacher(Artifact(tmp_path, {})) == DEFAULT_TEACHER  # no record: the committed teacher
+    artifact = Artifact(tmp_path, {"teacher": teacher_record(teacher)})
+    assert default_teacher(artifact) == teacher
+    teacher.write_bytes(teacher.read_bytes() + b"x")
+    with pytest.raises(ValueError, match="has changed"):
+        default_teacher(artifact)
+    teacher.unlink()
+    with pytest.raises(FileNotFoundError, match="missing"):
+        default_teacher(artifact)

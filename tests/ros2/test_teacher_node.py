@@ -133,3 +133,23 @@ def test_a_missing_checkpoint_fails_configure_and_says_how_to_get_one(
         stop_executor(executor)
         node.destroy_node()
         probe.node.destroy_node()
+
+
+def test_without_a_checkpoint_the_node_runs_the_teacher_its_student_learnt_from(tmp_path: Path) -> None:
+    """As the opd node's learner does (opd.live.default_teacher): both act on one teacher."""
+    import json
+    import shutil
+
+    from agent.nodes.teacher import DEFAULT_TEACHER, default_checkpoint
+
+    from opd.live import teacher_record
+    from policies.artifact import ARTIFACT_FORMAT, MANIFEST
+
+    teacher = tmp_path / "teacher.pt"
+    shutil.copy(DEFAULT_TEACHER, teacher)
+    manifest = {"format": ARTIFACT_FORMAT, "files": {}, "models": {}, "skill_contract": {}, "config": {}}
+    (tmp_path / MANIFEST).write_text(json.dumps(manifest))
+    assert default_checkpoint("") == DEFAULT_TEACHER
+    assert default_checkpoint(str(tmp_path)) == DEFAULT_TEACHER  # an artifact without a record
+    (tmp_path / MANIFEST).write_text(json.dumps({**manifest, "teacher": teacher_record(teacher)}))
+    assert default_checkpoint(str(tmp_path)) == teacher

@@ -316,7 +316,8 @@ NODES: tuple[NodeSpec, ...] = (
         params=COMMON_PARAMS + (
             _ARTIFACT, _DRIVE,
             Param("teacher_checkpoint", "", "teacher.pt of the OPD core (teacher.yaml beside it); empty = "
-                  "the committed checkpoint sim/robots/diffbot/teacher/teacher.pt"),
+                  "the teacher the artifact's student was distilled from, else the committed "
+                  "sim/robots/diffbot/teacher/teacher.pt"),
             Param("opd_config", "", "OPD core config (the `opd:` section of a student training YAML); empty "
                   "= opd/configs/live.yaml (the gate as at the end of training)"),
             Param("learn", False, "train the student's head and the predictor online on a learner thread"),
@@ -371,8 +372,9 @@ NODES: tuple[NodeSpec, ...] = (
         subscribes=("/sim/privileged_state",),
         publishes=("/teacher/action", "/diagnostics"),
         params=COMMON_PARAMS + (
-            Param("checkpoint", "", "teacher.pt (teacher.yaml beside it); empty = the committed checkpoint "
-                  "sim/robots/diffbot/teacher/teacher.pt"),
+            _ARTIFACT,
+            Param("checkpoint", "", "teacher.pt (teacher.yaml beside it); empty = the teacher the artifact's "
+                  "student was distilled from, else the committed sim/robots/diffbot/teacher/teacher.pt"),
             Param("input_timeout_s", 0.5, "no privileged state for this long -> diagnostic ERROR (the robot "
                   "brakes on its own command timeout)", "s", 0.01, 60.0),
         ),

@@ -46,8 +46,9 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drive", choices=graph.DRIVES, default="opd",
                         help="whose action the robot executes (launch argument drive; opd = the OPD "
                         "gate's choice between student and teacher)")  # fmt: skip
-    parser.add_argument("--teacher", type=Path, help="teacher.pt (teacher.yaml beside it); default: the "
-                        "committed sim/robots/diffbot/teacher/teacher.pt")  # fmt: skip
+    parser.add_argument("--teacher", type=Path, help="teacher.pt (teacher.yaml beside it); default: the one "
+                        "the artifact's student was distilled from, else the committed "
+                        "sim/robots/diffbot/teacher/teacher.pt")  # fmt: skip
     parser.add_argument("--proxy", action="store_true", help="run the simulator behind the real-robot proxy")
     parser.add_argument("--learn", action="store_true", help="drive opd: train the student's head and the "
                         "predictor online on the opd node's learner thread")  # fmt: skip
@@ -71,18 +72,12 @@ def session_config(args: argparse.Namespace, record: Path | None = None) -> Sess
 
     Raises FileNotFoundError when the teacher is to drive and its checkpoint is missing.
     """
-    from agent.nodes.teacher import DEFAULT_TEACHER
+    from agent.nodes.teacher import default_checkpoint
     from agent.sim_session import SessionConfig, cached_artifact
     from policies.export import DEFAULT_STUDENT_CONFIG
 
     if args.threads < 0 or args.speed < 0:
         raise ValueError("--threads and --speed must be >= 0")
-    teacher = args.teacher or DEFAULT_TEACHER
-    if args.drive in ("teacher", "opd") and not teacher.is_file():  # OPD's gate executes the teacher too
-        raise FileNotFoundError(
-            f"--drive {args.drive} needs a teacher checkpoint: none at {teacher}; train one with "
-            "`agent train teacher --out DIR`, then pass --teacher DIR/teacher.pt"
-        )
     artifact, precision = args.artifact, args.precision or ""
     if artifact is None:
         precision = args.precision or "int8"
@@ -90,6 +85,14 @@ def session_config(args: argparse.Namespace, record: Path | None = None) -> Sess
         artifact, fresh = cached_artifact(config, int8=precision == "int8")
         print(f"{'exported' if fresh else 'using'} an untrained student ({config.name}) at {artifact}: it "
               "acts at random until Online Policy Distillation trains it", file=sys.stderr)  # fmt: skip
+    # OPD's gate executes the teacher too; the nodes resolve an unset teacher the same way (the artifact's,
+    # else the committed one)
+    teacher = args.teacher or default_checkpoint(str(artifact)) if args.drive in ("teacher", "opd") else None
+    if teacher is not None and not teacher.is_file():
+        raise FileNotFoundError(
+            f"--drive {args.drive} needs a teacher checkpoint: none at {teacher}; train one with "
+            "`agent train teacher --out DIR`, then pass --teacher DIR/teacher.pt"
+        )
     return SessionConfig(
         artifact_dir=artifact, sim=args.sim, backend=args.backend, precision=precision,
         threads=args.threads, executor=args.executor, drive=args.drive, teacher=args.teacher,

@@ -31,6 +31,17 @@ STATE, ACTION = "/sim/privileged_state", "/teacher/action"
 TeacherLoader = Callable[[Path], TeacherPolicy]
 
 
+def default_checkpoint(artifact_dir: str) -> Path:
+    """The teacher the deployed student was distilled from (`opd.live.default_teacher`), as the opd node's
+    learner uses it; the committed teacher without an artifact."""
+    if not artifact_dir:
+        return DEFAULT_TEACHER
+    from opd.live import default_teacher
+    from policies.artifact import Artifact
+
+    return default_teacher(Artifact.load(artifact_dir))
+
+
 def load_checkpoint(path: Path) -> TeacherPolicy:
     """opd.evaluation.load_teacher, with an error that says how to get a checkpoint."""
     from opd.evaluation import load_teacher
@@ -53,7 +64,7 @@ class TeacherNode(AgentNode):
 
     def configure(self) -> None:
         s = self.settings()
-        path = Path(s["checkpoint"]) if s["checkpoint"] else DEFAULT_TEACHER
+        path = Path(s["checkpoint"]) if s["checkpoint"] else default_checkpoint(s["artifact_dir"])
         self.teacher = teacher = self._load_teacher(path).eval()
         self.checkpoint = path
         self.contract = teacher.contract
