@@ -87,7 +87,8 @@ def session_config(args: argparse.Namespace, record: Path | None = None) -> Sess
               "acts at random until Online Policy Distillation trains it", file=sys.stderr)  # fmt: skip
     # OPD's gate executes the teacher too; the nodes resolve an unset teacher the same way (the artifact's,
     # else the committed one)
-    teacher = args.teacher or default_checkpoint(str(artifact)) if args.drive in ("teacher", "opd") else None
+    needs_teacher = args.drive in ("teacher", "opd")
+    teacher = (args.teacher or default_checkpoint(str(artifact))) if needs_teacher else None
     if teacher is not None and not teacher.is_file():
         raise FileNotFoundError(
             f"--drive {args.drive} needs a teacher checkpoint: none at {teacher}; train one with "
