@@ -73,7 +73,7 @@ class TeacherEntry:
     """The teacher at one instant. Shapes: state (Dq,), params (P,), logits (K,), float32."""
 
     stamp: float  # time of the state, s
-    state: np.ndarray  # privileged state at `stamp`
+    state: np.ndarray  # teacher-side state at `stamp` (the OPD learner's: the predictor's target for it)
     skill: int  # the teacher's skill id
     params: np.ndarray  # the teacher's skill parameters
     logits: np.ndarray  # the teacher's skill logits

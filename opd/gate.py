@@ -260,7 +260,7 @@ class Gate:
         self._record(error[np.isfinite(error)])
         if calibrated and ok.any():
             beta = self._beta + self.cfg.budget_gain * (self.budget(step) - teacher[ok].mean())
-            self._beta = float(np.clip(beta, 0.0, 1.0))
+            self._beta = min(max(float(beta), 0.0), 1.0)
         names = tuple(REASONS[r] for r in reason)
         self.counts.update(f"{SOURCES[t]}/{n}" for t, n in zip(teacher.tolist(), names, strict=True))
         self.switches += int(switched.sum())
@@ -394,5 +394,5 @@ class GateBank:
             if calibrated[i] and ok:  # as Gate: beta follows the budget's rate error
                 budget = scheduled(c, c.budget, c.budget if c.budget_end is None else c.budget_end, step)
                 beta = self._beta[i] + c.budget_gain * (budget - np.float64(teacher[i]))
-                self._beta[i] = float(np.clip(beta, 0.0, 1.0))
+                self._beta[i] = min(max(float(beta), 0.0), 1.0)  # np.clip costs ~10 us on a scalar
         return teacher, threshold

@@ -245,13 +245,18 @@ class OnlineDistillation:
         Shapes: stamp (N,) s, privileged (N, Dq), active_skill (N,), now (N,) s. Returns (N,) bool: the entry
         was accepted (the buffer counts why not: stale, future, duplicate, non-finite).
         """
-        feats = self.teacher.features(privileged, active_skill)
+        seen = self.teacher.seen(privileged)  # (N, Dq)
+        feats = self.teacher.features(privileged, active_skill, seen=seen)
         skill, params, logits = self.teacher_outputs(feats)
+        # The buffer keeps each state as the predictor's target, normalised once here rather than per use;
+        # a raw state with a non-finite field stays non-finite (refused), even where the view hides it.
+        target = self._scaled(seen)  # (N, Dq)
+        target[~np.isfinite(privileged).all(axis=1)] = np.nan
         accepted = np.zeros(self.num_envs, dtype=bool)
         for i, buf in enumerate(self.buffers):
             entry = TeacherEntry(
                 float(stamp[i]),
-                privileged[i].astype(np.float32),
+                target[i],
                 int(skill[i]),
                 params[i].astype(np.float32),
                 logits[i].astype(np.float32),
@@ -396,7 +401,7 @@ class OnlineDistillation:
                 hit = [(h, e) for h in range(pred.shape[0])
                        if (e := buf.teacher_at(stamp + (h + 1) * period)) is not None]  # fmt: skip
                 if hit:
-                    diff = pred[[h for h, _ in hit]] - self.normalise(np.stack([e.state for _, e in hit]))
+                    diff = pred[[h for h, _ in hit]] - np.stack([e.state for _, e in hit])  # targets
                     out[i] = float(np.sqrt(np.mean(diff**2, axis=1)).astype(np.float64).mean())  # (H',) -> 1
                     break
         return out
@@ -405,7 +410,11 @@ class OnlineDistillation:
         """Privileged state(s) (..., Dq) as the predictor's target: what the teacher sees of it (its view),
         (seen - mean) / std in the teacher's own statistics, which are of what it sees (a field its view
         hides has std ~0: the raw field over that floor would be hundreds of stds)."""
-        return (self.teacher.seen(state) - self.state_mean) / self.state_std
+        return self._scaled(self.teacher.seen(state))
+
+    def _scaled(self, seen: np.ndarray) -> np.ndarray:
+        """What the teacher sees (..., Dq) in its own statistics, float32."""
+        return ((np.asarray(seen, np.float32) - self.state_mean) / self.state_std).astype(np.float32)
 
     def _track(self, use_teacher: np.ndarray, switched: np.ndarray) -> None:
         mask, half = self._slot_masks[self._teacher_skill], self._half_range  # (N, P), (P,)
@@ -453,7 +462,7 @@ class OnlineDistillation:
         self.metrics[i] = self._new_metrics()
 
     def _store(self, env: int, s: AlignedSample) -> None:
-        future = np.where(s.future_mask[:, None], self.normalise(s.future), 0.0)  # (H, Dq)
+        future = s.future  # (H, Dq) predictor targets (`observe_teacher`), zeros where none
         pred = s.payload["prediction"]
         m = self.metrics[env]
         err = np.sqrt(np.mean((pred - future) ** 2, axis=1))  # (H,) per-horizon RMS error

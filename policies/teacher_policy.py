@@ -59,10 +59,14 @@ class TeacherPolicy(nn.Module):
         privileged = np.asarray(privileged)
         return self.view(privileged.reshape(-1, privileged.shape[-1])).reshape(privileged.shape)
 
-    def features(self, privileged: np.ndarray, skill: np.ndarray) -> np.ndarray:
+    def features(
+        self, privileged: np.ndarray, skill: np.ndarray, seen: np.ndarray | None = None
+    ) -> np.ndarray:
         """Its input from the privileged state (N, Dq) and active skills (N,): (N, Dq + K), seen through
-        its view. Every caller that feeds it builds the input here."""
-        return teacher_features(self.seen(privileged), skill, self.contract.num_skills)
+        its view (`seen`: `self.seen(privileged)` where the caller has it already). Every caller that feeds
+        it builds the input here."""
+        seen = self.seen(privileged) if seen is None else seen
+        return teacher_features(seen, skill, self.contract.num_skills)
 
     def forward(self, features: torch.Tensor) -> HybridDist:
         return self.head(self.trunk(self.norm(features)))

@@ -50,22 +50,25 @@ class TeacherView:
         self.objects = [
             (col[o.x], col[o.y], o.radius_m, [col[f] for f in (o.x, o.y, *o.fields)]) for o in cfg.objects
         ]
+        # the same per object as arrays, so a call is a few whole-array operations (it runs per decision)
+        self._ix = np.array([ix for ix, *_ in self.objects], np.int64)  # (O,)
+        self._iy = np.array([iy for _, iy, *_ in self.objects], np.int64)  # (O,)
+        self._radius = np.array([r for _, _, r, _ in self.objects], np.float64)  # (O,)
+        self._covers = np.zeros((len(self.objects), len(fields)), dtype=bool)  # (O, Dq): fields it shows
+        for j, (*_, cols) in enumerate(self.objects):
+            self._covers[j, cols] = True
 
     def visible(self, privileged: np.ndarray) -> np.ndarray:
         """(N, Dq) -> (N, O) bool: each object inside the horizontal field of view."""
-        out = np.zeros((len(privileged), len(self.objects)), dtype=bool)
-        for j, (ix, iy, radius, _) in enumerate(self.objects):
-            x, y = privileged[:, ix].astype(np.float64), privileged[:, iy].astype(np.float64)
-            dist = np.hypot(x, y)
-            # the angle the object's half-width covers; an object the camera sits inside counts as seen
-            spread = np.arcsin(np.clip(radius / np.maximum(dist, 1e-9), 0.0, 1.0))
-            out[:, j] = (dist > 0) & (np.abs(np.arctan2(y, x)) <= self.half_fov + spread)
-        return out
+        x = privileged[:, self._ix].astype(np.float64)  # (N, O)
+        y = privileged[:, self._iy].astype(np.float64)  # (N, O)
+        dist = np.hypot(x, y)
+        # the angle the object's half-width covers; an object the camera sits inside counts as seen
+        spread = np.arcsin(np.clip(self._radius / np.maximum(dist, 1e-9), 0.0, 1.0))
+        return (dist > 0) & (np.abs(np.arctan2(y, x)) <= self.half_fov + spread)
 
     def __call__(self, privileged: np.ndarray) -> np.ndarray:
         privileged = np.asarray(privileged)
-        mask = np.broadcast_to(self.keep, privileged.shape).copy()  # (N, Dq)
-        seen = self.visible(privileged)
-        for j, (_, _, _, cols) in enumerate(self.objects):
-            mask[:, cols] |= seen[:, j : j + 1]
+        seen = self.visible(privileged)  # (N, O)
+        mask = self.keep | (seen[:, :, None] & self._covers).any(axis=1)  # (N, Dq)
         return np.where(mask, privileged, 0).astype(privileged.dtype)

@@ -134,3 +134,22 @@ def test_the_predictor_target_is_what_a_view_teacher_sees_in_its_units() -> None
     np.testing.assert_allclose(target[..., COL["v_mps"]],
                                (states[..., COL["v_mps"]] - learner.state_mean[COL["v_mps"]])
                                / learner.state_std[COL["v_mps"]], rtol=1e-6)  # fmt: skip
+
+
+def test_the_learner_keeps_each_teacher_state_as_its_target_and_refuses_a_nan_the_view_hides() -> None:
+    """The buffer holds the predictor's target for each teacher state (normalised once, on arrival); a NaN
+    in a field the view zeroes (the world pose) still marks a corrupt state, refused and counted."""
+    from opd.live import load_learner
+    from policies.artifact import Artifact
+
+    learner = load_learner(Artifact.load(from_root("sim/robots/diffbot/student")),
+                           from_root("sim/robots/diffbot/teacher_view/teacher.pt"))  # fmt: skip
+    state = np.random.default_rng(3).normal(size=(1, len(FIELDS))).astype(np.float32)
+    assert learner.observe_teacher(np.array([1.0]), state, np.array([0]), np.array([1.0]))[0]
+    entry = learner.buffers[0].teacher_at(1.0)
+    np.testing.assert_array_equal(entry.state, learner.normalise(state)[0])
+    corrupt = state.copy()
+    corrupt[0, COL["x_m"]] = np.nan
+    assert not learner.teacher.seen(corrupt)[0, COL["x_m"]]  # the view alone would hide it
+    assert not learner.observe_teacher(np.array([1.1]), corrupt, np.array([0]), np.array([1.1]))[0]
+    assert learner.buffers[0].counts["nonfinite"] == 1
