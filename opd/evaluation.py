@@ -114,9 +114,12 @@ class StudentDriver:
 
 # Diagnostic assists (`agent eval student --assist`): where the student loses. Each overrides the student
 # in one regime of the current target marker, judged from the true state: unseen = not yet inside the
-# camera's field of view since it became the target; out of view = not inside it now.
-ASSISTS = ("teacher_unseen", "search_unseen", "teacher_out_of_view")
+# camera's field of view since it became the target; out of view = not inside it now; far = farther than
+# the assist's range.
+ASSISTS = ("teacher_unseen", "search_unseen", "teacher_out_of_view", "teacher_far_in_view",
+           "teacher_far_out_of_view")  # fmt: skip
 SEARCH_TURN_RADPS = 1.2  # search_unseen: turn in place to the left at this rate
+ASSIST_RANGE_M = 2.0  # teacher_far_*: the target counts as far beyond this distance, m
 
 
 class AssistedDriver:
@@ -125,14 +128,17 @@ class AssistedDriver:
 
     def __init__(
         self, student: StudentDriver, teacher: TeacherPolicy, assist: str, fields: tuple[str, ...],
-        half_fov_deg: float,
+        half_fov_deg: float, range_m: float = ASSIST_RANGE_M,
     ) -> None:  # fmt: skip
         if assist not in ASSISTS:
             raise ValueError(f"assist {assist!r}: choose one of {ASSISTS}")
-        self.student, self.teacher, self.assist = student, teacher, assist
+        if not range_m > 0:
+            raise ValueError(f"assist range {range_m} m must be > 0")
+        self.student, self.teacher, self.assist, self.range_m = student, teacher, assist, range_m
         target = ViewObject(x="target_dx_m", y="target_dy_m")
         self.view = TeacherView(ViewConfig(half_fov_deg=half_fov_deg, objects=[target]), fields)
         self.progress = fields.index("progress")
+        self.target_xy = [fields.index("target_dx_m"), fields.index("target_dy_m")]
         n = len(student.skill)
         self.target = np.full(n, -1.0)  # progress value of the target being tracked (one per marker)
         self.seen = np.zeros(n, dtype=bool)  # that target has been inside the field of view
@@ -145,7 +151,12 @@ class AssistedDriver:
         new_target = started | (privileged[:, self.progress] != self.target)
         self.target = privileged[:, self.progress].astype(np.float64)
         self.seen = np.where(new_target, in_view, self.seen | in_view)
-        override = ~in_view if self.assist == "teacher_out_of_view" else ~self.seen
+        far = np.hypot(*privileged[:, self.target_xy].T) > self.range_m
+        override = {
+            "teacher_out_of_view": ~in_view,
+            "teacher_far_in_view": far & in_view,
+            "teacher_far_out_of_view": far & ~in_view,
+        }.get(self.assist, ~self.seen)
         if override.any():
             idx = np.flatnonzero(override)
             if self.assist == "search_unseen":
@@ -171,6 +182,7 @@ def evaluate_student(
     num_envs: int = 16,
     assist: str | None = None,
     teacher: TeacherPolicy | None = None,
+    assist_range_m: float = ASSIST_RANGE_M,
 ) -> dict:
     """The student acting alone (no teacher) for `episodes` seeded episodes, its camera at the artifact's
     image size; the same report as `evaluate_teacher`. With `assist` (`ASSISTS`; the teacher for the
@@ -194,10 +206,13 @@ def evaluate_student(
         from sim.robots.diffbot.constants import CAMERA_FOVY_DEG
 
         hfov = 2 * math.degrees(math.atan(math.tan(math.radians(CAMERA_FOVY_DEG) / 2) * w / h))
-        driver = AssistedDriver(driver, teacher, assist, envs.robot.spec.privileged_fields, hfov / 2)
+        driver = AssistedDriver(driver, teacher, assist, envs.robot.spec.privileged_fields, hfov / 2,
+                                assist_range_m)  # fmt: skip
     report = run_episodes(envs, driver, episodes, seed, proxy is not None)
     if isinstance(driver, AssistedDriver):
         report["assist"] = {"mode": assist, "share": round(driver.assisted / max(driver.steps, 1), 4)}
+        if assist.startswith("teacher_far"):
+            report["assist"]["range_m"] = assist_range_m
     return report
 
 

@@ -165,3 +165,41 @@ def test_an_assist_overrides_the_student_exactly_in_its_regime_of_the_target() -
     assert run("search_unseen", script) == [True, False, False, True, True]
     assert run("teacher_unseen", script) == [True, False, False, True, True]
     assert run("teacher_out_of_view", script) == [True, False, True, True, True]
+
+
+def test_the_far_assists_override_beyond_their_range_in_or_out_of_view() -> None:
+    from opd.evaluation import AssistedDriver
+    from sim.marker_task import privileged_fields
+
+    fields = privileged_fields(3)
+    col = {f: i for i, f in enumerate(fields)}
+    teacher = load_teacher(COMMITTED)
+    drive = teacher.contract.skill_id("drive")
+
+    def student(obs, info, started):
+        return np.array([drive]), teacher.contract.layout.defaults[None].copy()
+
+    student.skill = np.array([drive])
+
+    def overridden(assist: str, bearing_deg: float, dist_m: float) -> bool:
+        driver = AssistedDriver(student, teacher, assist, fields, 37.5, range_m=2.0)
+        priv = np.zeros((1, len(fields)), np.float32)
+        priv[0, col["target_dx_m"]] = dist_m * np.cos(np.radians(bearing_deg))
+        priv[0, col["target_dy_m"]] = dist_m * np.sin(np.radians(bearing_deg))
+        driver({"privileged": priv, "skill": np.zeros(1, np.int64)}, {}, np.array([True]))
+        return driver.assisted == 1
+
+    cases = [(10, 1.0), (10, 3.0), (150, 1.0), (150, 3.0)]  # near/far, in view/behind
+    assert [overridden("teacher_far_in_view", *c) for c in cases] == [False, True, False, False]
+    assert [overridden("teacher_far_out_of_view", *c) for c in cases] == [False, False, False, True]
+    with pytest.raises(ValueError, match="range"):
+        AssistedDriver(student, teacher, "teacher_far_in_view", fields, 37.5, range_m=0.0)
+
+
+def test_the_command_line_offers_exactly_the_assists_the_evaluation_has() -> None:
+    from agent.commands import eval as eval_command
+
+    from opd import evaluation
+
+    assert eval_command.ASSISTS == evaluation.ASSISTS
+    assert eval_command.ASSIST_RANGE_M == evaluation.ASSIST_RANGE_M

@@ -179,3 +179,14 @@ def test_write_report_writes_the_markdown_json_and_plots(tmp_path: Path) -> None
     assert "| OPD success on the proxy | >= 90% | 70.0% | FAIL |" in md  # opd: 140 of 200
     versus = "| better than dagger at equal budget | > rival | +10.0 points | PASS | 95% CIs separate: no |"
     assert versus in md
+
+
+@pytest.mark.parametrize("path", sorted(QUICK.parent.glob("transfer*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_transfer_config_trains_every_method_from_a_teacher_that_exists(path: Path) -> None:
+    from sim.config import from_root
+
+    cfg = TransferConfig.from_yaml(path)
+    for method in cfg.methods:
+        train = cfg.train(method)
+        assert train.method == method and train.seed == cfg.seed
+        assert from_root(train.teacher).is_file()

@@ -19,7 +19,10 @@ import sim
 SIM_DIR = Path(sim.__file__).parent
 DEFAULT_TEACHER = SIM_DIR / "robots" / "diffbot" / "teacher" / "teacher.pt"
 DEFAULT_PROXY = SIM_DIR / "configs" / "proxy.yaml"
-ASSISTS = ("teacher_unseen", "search_unseen", "teacher_out_of_view")  # opd.evaluation.ASSISTS (no torch here)
+# opd.evaluation.ASSISTS and ASSIST_RANGE_M, spelled out here so that `agent --help` loads no torch
+ASSISTS = ("teacher_unseen", "search_unseen", "teacher_out_of_view", "teacher_far_in_view",
+           "teacher_far_out_of_view")  # fmt: skip
+ASSIST_RANGE_M = 2.0  # m
 DEFAULT_STUDENT = SIM_DIR / "robots" / "diffbot" / "student"  # the committed OPD student artifact
 OPD_CONFIGS = Path(opd.__file__).parent / "configs"
 
@@ -46,8 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--envs", type=int, default=16, help="episodes run side by side (one backend object)")
     s.add_argument("--assist", choices=ASSISTS, help="diagnostic: override the student in one regime of its "
-                   "target (unseen since it became the target, or out of view now) by the teacher or a "
-                   "scripted search; bounds what fixing that regime is worth")  # fmt: skip
+                   "target (unseen since it became the target, out of view now, farther than --assist-range "
+                   "in or out of view) by the teacher or a scripted search; bounds what fixing that regime "
+                   "is worth")  # fmt: skip
+    s.add_argument("--assist-range", type=float, default=ASSIST_RANGE_M,
+                   help="m: where the target counts as far, for --assist teacher_far_*")  # fmt: skip
     s.add_argument("--teacher", type=Path, default=DEFAULT_TEACHER, help="teacher.pt for --assist teacher_*")
     r = sub.add_parser(
         "transfer",
@@ -74,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         runtime = load_student(args.artifact, backend=args.backend)
         teacher = load_teacher(args.teacher) if args.assist else None
         report = evaluate_student(runtime, args.episodes, proxy=proxy, num_envs=args.envs,
-                                  assist=args.assist, teacher=teacher)  # fmt: skip
+                                  assist=args.assist, teacher=teacher,
+                                  assist_range_m=args.assist_range)  # fmt: skip
     else:
         report = evaluate_teacher(
             load_teacher(args.checkpoint), args.episodes, proxy=proxy, num_envs=args.envs
