@@ -116,6 +116,7 @@ class StudentTrainer:
         from torch.utils.tensorboard import SummaryWriter
 
         self._resume()
+        self._trim_history()
         writer = SummaryWriter(str(self.out / "tb"))
         try:
             with _stop_on_signals() as stop, flushed_denormals():
@@ -256,6 +257,27 @@ class StudentTrainer:
         if store.is_file():
             self.learner.store.load(store)
         log.info("resumed from %s at step %d with %d samples", ckpts[-1], self.steps, len(self.learner.store))
+
+    def _trim_history(self) -> None:
+        """Drop history lines logged past the step training resumes from: a run killed after its last
+        checkpoint (or a checkout holding a committed history but no checkpoint) would log them again."""
+        path = self.out / "history.jsonl"
+        if not path.is_file():
+            return
+        lines = path.read_text().splitlines()
+        keep = []
+        for line in lines:
+            try:
+                if json.loads(line)["step"] <= self.steps:
+                    keep.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError):  # a line cut short by the kill
+                pass
+        if len(keep) == len(lines):
+            return
+        with tempfile.NamedTemporaryFile("w", dir=self.out, suffix=".tmp", delete=False) as tmp:
+            tmp.write("".join(f"{line}\n" for line in keep))
+        Path(tmp.name).replace(path)
+        log.info("history: dropped %d lines past step %d", len(lines) - len(keep), self.steps)
 
     def _init_from(self, artifact: Artifact) -> None:
         """Start from a deployed student: its weights (hash-verified), refused unless its architecture and

@@ -77,6 +77,22 @@ def test_rerunning_the_command_resumes_from_the_last_checkpoint(tmp_path: Path) 
     assert rows[-1]["updates"] > first["updates"] and rows[-1]["labels"] > first["labels"]
 
 
+def test_a_resumed_run_does_not_repeat_the_history_logged_after_its_last_checkpoint(tmp_path: Path) -> None:
+    """A run killed between a log line and the next checkpoint (or a checkout with a committed history and
+    no checkpoint) resumes from the checkpoint: the lines past it are dropped, not logged twice."""
+    out = tmp_path / "run"
+    StudentTrainer(tiny(tmp_path, total_steps=120), out).run()
+    with (out / "history.jsonl").open("a") as f:  # logged at 180 by a run killed before checkpointing
+        f.write(json.dumps({"step": 180, "updates": 1}) + "\n" + '{"step": 24')  # and a line cut short
+    StudentTrainer(tiny(tmp_path), out).run()
+    assert [r["step"] for r in history(out)] == [60, 120, 180, 240]
+    fresh = tmp_path / "fresh"  # a committed history, its checkpoints left behind in another checkout
+    fresh.mkdir()
+    (fresh / "history.jsonl").write_text((out / "history.jsonl").read_text())
+    StudentTrainer(tiny(tmp_path, total_steps=120), fresh).run()
+    assert [r["step"] for r in history(fresh)] == [60, 120]
+
+
 def test_a_crash_mid_write_leaves_the_last_checkpoint_loadable(tmp_path: Path) -> None:
     out = tmp_path / "run"
     StudentTrainer(tiny(tmp_path, total_steps=120), out).run()
