@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
 import time
 from collections import deque
@@ -274,9 +275,7 @@ class StudentTrainer:
                 pass
         if len(keep) == len(lines):
             return
-        with tempfile.NamedTemporaryFile("w", dir=self.out, suffix=".tmp", delete=False) as tmp:
-            tmp.write("".join(f"{line}\n" for line in keep))
-        Path(tmp.name).replace(path)
+        write_atomic(path, "".join(f"{line}\n" for line in keep))
         log.info("history: dropped %d lines past step %d", len(lines) - len(keep), self.steps)
 
     def _init_from(self, artifact: Artifact) -> None:
@@ -406,3 +405,11 @@ def student_frame(obs: Any, envs: np.ndarray) -> dict[str, np.ndarray]:
         "progress": obs.task.progress[envs].astype(np.float32),
         "step": obs.task.step[envs].astype(np.float32),
     }
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text atomically (temporary file + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from opd.evaluation import EVAL_SEED, evaluate_student, evaluate_teacher, load_teacher
-from opd.student_training import Method, StudentTrainConfig, StudentTrainer
+from opd.student_training import Method, StudentTrainConfig, StudentTrainer, write_atomic
 from policies.config import Config
 from policies.runtime import load_student
 from sim.config import from_root
@@ -327,11 +326,3 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically: a temporary file beside it, then rename (a crash never leaves half a file)."""
     write_atomic(path, json.dumps(data, indent=2) + "\n")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write text atomically (temporary file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
