@@ -73,8 +73,12 @@ def evaluate_teacher(
         n, sim_config, "privileged", proxy, teacher.cfg.action_repeat, AutoresetMode.DISABLED
     )
 
+    sightings = teacher.new_memory(n)  # a remembering view's state, per env
+
     def policy(obs: dict, info: dict, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return teacher.act(teacher.features(obs["privileged"], obs["skill"]))
+        if sightings is not None:
+            sightings.reset(started)
+        return teacher.act(teacher.features(obs["privileged"], obs["skill"], memory=sightings))
 
     return run_episodes(envs, policy, episodes, seed, proxy is not None)
 
@@ -143,10 +147,14 @@ class AssistedDriver:
         self.target = np.full(n, -1.0)  # progress value of the target being tracked (one per marker)
         self.seen = np.zeros(n, dtype=bool)  # that target has been inside the field of view
         self.steps = self.assisted = 0  # control steps driven, of them overridden
+        self.sightings = teacher.new_memory(n)  # the teacher's, when its view remembers: fed every step
 
     def __call__(self, obs: dict, info: dict, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         skill, params = self.student(obs, info, started)
         privileged = obs["privileged"]
+        if self.sightings is not None:
+            self.sightings.reset(started)
+        teacher_seen = self.teacher.seen(privileged, self.sightings)  # (N, Dq): every env's memory moves on
         in_view = self.view.visible(privileged)[:, 0]
         new_target = started | (privileged[:, self.progress] != self.target)
         self.target = privileged[:, self.progress].astype(np.float64)
@@ -164,7 +172,7 @@ class AssistedDriver:
                 turn = contract.skill_id("turn_in_place")
                 skill[idx], params[idx] = contract.action(turn, turn_rate=SEARCH_TURN_RADPS)
             else:
-                feats = self.teacher.features(privileged[idx], obs["skill"][idx])
+                feats = self.teacher.features(privileged[idx], obs["skill"][idx], seen=teacher_seen[idx])
                 skill[idx], params[idx] = self.teacher.act(feats)
         # envs that hold an ended episode (run_episodes waits for the others) are not counted
         running = info.get("running", np.ones(len(skill), dtype=bool))

@@ -227,6 +227,10 @@ class OnlineDistillation:
         self._teacher_skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
         self._teacher_params = self._student_params.copy()
         self._teacher_seen_at = np.full(n, -np.inf)  # `now` of each env's last teacher entry, s
+        # a teacher whose view remembers sightings (policies.teacher_view) sees each env through this memory,
+        # which moves on with the accepted entries newer than any before (a late one is seen, not remembered)
+        self._sightings = self.teacher.new_memory(n)
+        self._sighted_upto = np.full(n, -np.inf)  # stamp of each env's newest remembered state, s
         self._using_teacher = np.zeros(n, dtype=bool)
         self.memo: ModelMemo | None = None  # outputs computed ahead (offline replay: opd.model_memo)
         # Parameter-error metric: the slots each skill owns (K, P) and the half-range of each slot (P,).
@@ -245,7 +249,7 @@ class OnlineDistillation:
         Shapes: stamp (N,) s, privileged (N, Dq), active_skill (N,), now (N,) s. Returns (N,) bool: the entry
         was accepted (the buffer counts why not: stale, future, duplicate, non-finite).
         """
-        seen = self.teacher.seen(privileged)  # (N, Dq)
+        seen = self.teacher.seen(privileged, self._sightings, update=False)  # (N, Dq)
         feats = self.teacher.features(privileged, active_skill, seen=seen)
         skill, params, logits = self.teacher_outputs(feats)
         # The buffer keeps each state as the predictor's target, normalised once here rather than per use;
@@ -262,6 +266,11 @@ class OnlineDistillation:
                 logits[i].astype(np.float32),
             )
             accepted[i] = buf.add_teacher(entry, float(now[i]))
+        if self._sightings is not None:
+            stamps = np.asarray(stamp, np.float64)
+            remembered = accepted & (stamps > self._sighted_upto)
+            self._sightings.commit(remembered)
+            self._sighted_upto[remembered] = stamps[remembered]
         # a refused entry (stale, future, duplicate, non-finite) neither acts nor counts as a live teacher
         self._teacher_skill[accepted], self._teacher_params[accepted] = skill[accepted], params[accepted]
         self._teacher_seen_at[accepted] = now[accepted]
@@ -406,11 +415,12 @@ class OnlineDistillation:
                     break
         return out
 
-    def normalise(self, state: np.ndarray) -> np.ndarray:
-        """Privileged state(s) (..., Dq) as the predictor's target: what the teacher sees of it (its view),
+    def normalise(self, state: np.ndarray, stamps: np.ndarray | None = None) -> np.ndarray:
+        """One stream's privileged states (T, Dq), in arrival order, as the predictor's targets: what the
+        teacher sees of each (its view; a remembering one as `TeacherPolicy.seen_stream`, `stamps` (T,)),
         (seen - mean) / std in the teacher's own statistics, which are of what it sees (a field its view
         hides has std ~0: the raw field over that floor would be hundreds of stds)."""
-        return self._scaled(self.teacher.seen(state))
+        return self._scaled(self.teacher.seen_stream(state, stamps))
 
     def _scaled(self, seen: np.ndarray) -> np.ndarray:
         """What the teacher sees (..., Dq) in its own statistics, float32."""
@@ -451,6 +461,9 @@ class OnlineDistillation:
     def reset_env(self, i: int) -> None:
         """A new episode for env i: buffer, windows, gate timers and metrics start afresh."""
         self.buffers[i].reset()
+        if self._sightings is not None:
+            self._sightings.reset(np.array([i]))
+            self._sighted_upto[i] = -np.inf
         self.gate.reset(np.array([i]))
         self._windows.reset(np.array([i]))
         self._predictions[i].clear()

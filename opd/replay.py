@@ -456,7 +456,10 @@ class Replay:
             memo.fill("predictor", windows[:, -learner.predictor_cfg.history :], learner.predictions_of)
         if teacher:
             states, skills = np.stack([t[4] for t in teacher]), np.array([t[2] for t in teacher])
-            feats = learner.teacher.features(states, skills)
+            stamps = np.array([t[1] for t in teacher], np.float64)
+            # in arrival order, so a view that remembers sightings sees each state as the learner will
+            seen = learner.teacher.seen_stream(states, stamps)
+            feats = learner.teacher.features(states, skills, seen=seen)
             memo.fill("teacher", feats, learner.teacher_outputs)
         return memo
 

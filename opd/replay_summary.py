@@ -91,10 +91,11 @@ def _horizon_errors(learner: Any, preds: list, teacher_states: list) -> dict[str
     """RMS error (teacher-state stds) of every prediction against the teacher state at stamp + h periods."""
     if not teacher_states or not preds:
         return {}
-    stamps = np.array([s for _, s, *_ in teacher_states])
-    order = np.argsort(stamps)
-    stamps = stamps[order]
-    norm = learner.normalise(np.stack([teacher_states[i][4] for i in order]))  # (T, Dq)
+    arrived = sorted(teacher_states, key=lambda t: t[0])  # as the learner took them: by log time
+    stamps = np.array([s for _, s, *_ in arrived])
+    norm = learner.normalise(np.stack([t[4] for t in arrived]), stamps)  # (T, Dq), in arrival order
+    order = np.argsort(stamps, kind="stable")
+    stamps, norm = stamps[order], norm[order]
     period, tol = learner.align.period_s, learner.align.tolerance_s
     horizon = learner.align.horizon
     made = [(stamp, pred) for stamp, pred in preds if pred is not None]

@@ -138,10 +138,11 @@ class TeacherTrainer:
         self.episodes: deque[tuple[float, bool]] = deque(maxlen=100)  # (return, success) of recent episodes
         self.outcomes: Counter[str] = Counter()  # how episodes ended, since the start of this process
         self._ep_return = np.zeros(cfg.num_envs)
+        self.sightings = self.sac.actor.new_memory(cfg.num_envs)  # a remembering view's state, per env
 
     def features(self, obs: dict[str, np.ndarray]) -> np.ndarray:
-        """Teacher input (N, F) of a batched observation."""
-        return self.sac.actor.features(obs["privileged"], obs["skill"])
+        """Teacher input (N, F) of a batched observation (through the sightings of a remembering view)."""
+        return self.sac.actor.features(obs["privileged"], obs["skill"], memory=self.sightings)
 
     def run(self) -> Path | None:
         """Train (resuming if a checkpoint exists), then write teacher.pt/teacher.yaml and return teacher.pt.
@@ -174,7 +175,7 @@ class TeacherTrainer:
 
         t0 = time.time()
         controller = ScriptedController(self.spec)
-        obs, _ = self.envs.reset(seed=self.cfg.seed + DEMO_SEED_OFFSET)
+        obs, _ = self._reset(self.cfg.seed + DEMO_SEED_OFFSET)
         finished, successes = 0, 0
         while finished < self.cfg.demos.episodes:
             feats = self.features(obs)
@@ -198,7 +199,7 @@ class TeacherTrainer:
         """The RL loop: act, step, store, update; log, evaluate and checkpoint on their schedules."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        obs, _ = self.envs.reset(seed=self.cfg.seed + self.steps)
+        obs, _ = self._reset(self.cfg.seed + self.steps)
         pending_updates, losses = 0.0, {}
         t0, steps0 = time.time(), self.steps
         cols = (TextColumn("[bold]teacher"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
@@ -251,6 +252,12 @@ class TeacherTrainer:
             self.best = (float(report["success_rate"]), self.steps)
             torch.save(self.sac.actor.state_dict(), self.out / "checkpoints" / "best_actor.pt")
 
+    def _reset(self, seed: int) -> tuple[dict, dict]:
+        """Every env starts an episode: new observations, and no sightings carried over."""
+        if self.sightings is not None:
+            self.sightings.reset()
+        return self.envs.reset(seed=seed)
+
     def _env_step(
         self, skill: np.ndarray, params: np.ndarray
     ) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -259,10 +266,17 @@ class TeacherTrainer:
         obs, _, terminated, truncated, info = self.envs.step({"skill": skill, "params": params})
         done = terminated | truncated
         terms = self._terms(info, done)
-        next_feats = self.features(obs)
-        for i in np.flatnonzero(done):  # the final observation, not the one the autoreset started
+        ended = np.flatnonzero(done)
+        finals = {}  # the final observation, not the one the autoreset started: seen before that start
+        for i in ended:
             final = info["final_obs"][i]
-            next_feats[i] = self.sac.actor.features(final["privileged"][None], np.array([final["skill"]]))[0]
+            finals[i] = self.sac.actor.features(final["privileged"][None], np.array([final["skill"]]),
+                                                memory=self.sightings, envs=np.array([i]))[0]  # fmt: skip
+        if self.sightings is not None:
+            self.sightings.reset(ended)
+        next_feats = self.features(obs)
+        for i, feats in finals.items():
+            next_feats[i] = feats
         return obs, terms, next_feats, terminated.astype(np.float32), done, info
 
     def _terms(self, info: dict, done: np.ndarray) -> np.ndarray:

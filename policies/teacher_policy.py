@@ -11,7 +11,7 @@ from policies.config import Config
 from policies.hybrid_head import HeadConfig, HybridActionHead, HybridDist, mlp
 from policies.running_norm import RunningNorm
 from policies.skill_contract import SkillContract
-from policies.teacher_view import TeacherView, ViewConfig
+from policies.teacher_view import Sightings, TeacherView, ViewConfig
 
 
 class TeacherConfig(Config):
@@ -52,20 +52,49 @@ class TeacherPolicy(nn.Module):
         self.trunk, d = mlp(obs_dim, cfg.hidden)
         self.head = HybridActionHead(d, contract, cfg.head)
 
-    def seen(self, privileged: np.ndarray) -> np.ndarray:
-        """What it sees of privileged state(s) (..., Dq): the same shape, through its view."""
+    def new_memory(self, num_envs: int) -> Sightings | None:
+        """What each caller of a teacher whose view remembers (`ViewConfig.remember`) owns: one row per env,
+        reset at its episodes' starts. None for a teacher without such a view (no state to keep)."""
+        return self.view.new_memory(num_envs) if self.view is not None else None
+
+    def seen(
+        self, privileged: np.ndarray, memory: Sightings | None = None, envs: np.ndarray | None = None,
+        update: bool | np.ndarray = True,
+    ) -> np.ndarray:  # fmt: skip
+        """What it sees of privileged state(s) (..., Dq): the same shape, through its view. A remembering
+        view takes (N, Dq) with the caller's `memory` (rows `envs`, `update`: `TeacherView.__call__`)."""
         if self.view is None:
             return privileged
         privileged = np.asarray(privileged)
+        if self.view.remember is not None:
+            return self.view(privileged, memory, envs, update)
         return self.view(privileged.reshape(-1, privileged.shape[-1])).reshape(privileged.shape)
 
+    def seen_stream(self, privileged: np.ndarray, stamps: np.ndarray | None = None) -> np.ndarray:
+        """What it sees of one stream's states (T, Dq), in the order given, as a caller fed them one by
+        one: each through the memory of those before it. With `stamps` (T,) a state older than one before
+        it is seen but not remembered (as the OPD learner refuses it). Offline passes (replay) use this."""
+        privileged = np.asarray(privileged)
+        if self.view is None or self.view.remember is None:
+            return self.seen(privileged)
+        memory = self.new_memory(1)
+        out = np.empty_like(privileged)
+        newest = -np.inf
+        for t in range(len(privileged)):
+            fresh = stamps is None or stamps[t] > newest
+            out[t] = self.view(privileged[t : t + 1], memory, update=fresh)[0]
+            if stamps is not None and fresh:
+                newest = stamps[t]
+        return out
+
     def features(
-        self, privileged: np.ndarray, skill: np.ndarray, seen: np.ndarray | None = None
-    ) -> np.ndarray:
+        self, privileged: np.ndarray, skill: np.ndarray, seen: np.ndarray | None = None,
+        memory: Sightings | None = None, envs: np.ndarray | None = None,
+    ) -> np.ndarray:  # fmt: skip
         """Its input from the privileged state (N, Dq) and active skills (N,): (N, Dq + K), seen through
-        its view (`seen`: `self.seen(privileged)` where the caller has it already). Every caller that feeds
-        it builds the input here."""
-        seen = self.seen(privileged) if seen is None else seen
+        its view (`seen`: `self.seen(...)` where the caller has it already; else `memory` and `envs` as
+        there). Every caller that feeds it builds the input here."""
+        seen = self.seen(privileged, memory, envs) if seen is None else seen
         return teacher_features(seen, skill, self.contract.num_skills)
 
     def forward(self, features: torch.Tensor) -> HybridDist:

@@ -9,6 +9,12 @@ while the object is inside the camera's horizontal field of view; everything els
 buffer's entries keep the whole privileged state; the teacher's input and the predictor's target (what the
 teacher sees, `OnlineDistillation.normalise`) go through the view, so a teacher trained with it acts on
 exactly what it was trained on, and the gate's error measures how well the student knows what it sees.
+
+With `remember` the view also keeps what was seen: an object stays seen (its true fields) from its first
+sighting in the episode on, as a driver remembers where a marker was. The view then has state, a
+`Sightings` per caller (one row per env), which each caller owns, resets at its episodes' starts and feeds
+in time order (`TeacherPolicy.new_memory`); a stream without episode signals (a live node) restarts on
+the state's own counters.
 """
 
 from __future__ import annotations
@@ -28,12 +34,72 @@ class ViewObject(Config):
     fields: list[str] = Field(default_factory=list)  # zeroed with x and y while it is out of view
 
 
+class RememberConfig(Config):
+    """Objects stay seen from their first sighting in an episode. The objects are slots in a sequence (the
+    current marker, the one after it): when `advance` rises, each slot takes the sighting of the slot listed
+    after it and the last starts unseen; when `restart` jumps up by more than `restart_jump`, or the
+    caller resets a row, every sighting clears (a new episode)."""
+
+    advance: str = "progress"  # a field that rises when the sequence moves on (markers reached / M)
+    restart: str = "time_left"  # a field that jumps up only when an episode starts
+    restart_jump: float = Field(0.05, gt=0)  # a rise of `restart` this large is a new episode
+
+
 class ViewConfig(Config):
     """The camera's view of the privileged state, in the robot's field names (`RobotSpec`)."""
 
     half_fov_deg: float = Field(gt=0, le=180)  # half the camera's horizontal field of view, deg
     keep: list[str] = Field(default_factory=list)  # always seen (the IMU's speed and yaw rate, ...)
     objects: list[ViewObject] = Field(default_factory=list)  # seen while in the field of view
+    remember: RememberConfig | None = None  # None: seen only while in view, no state
+
+
+class Sightings:
+    """The state of a remembering view for N rows (envs): which objects each has seen this episode.
+
+    A call of the view with `update=False` leaves the memory as it was and keeps what it would have become
+    (`pending`); `commit(mask)` then takes it for the rows in `mask`, so a caller that refuses some states
+    after seeing them (the OPD buffer: stale, duplicate, non-finite) remembers only what it accepted.
+    """
+
+    def __init__(self, num_envs: int, num_objects: int) -> None:
+        self.seen = np.zeros((num_envs, num_objects), dtype=bool)  # (N, O)
+        self.advance = np.full(num_envs, np.nan)  # (N,) last value of the advance field; NaN: none yet
+        self.restart = np.full(num_envs, np.nan)  # (N,) last value of the restart field
+        self.pending: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def reset(self, envs: np.ndarray | None = None) -> None:
+        """A new episode for rows `envs` (a mask or indices; None: all)."""
+        rows = slice(None) if envs is None else envs
+        self.seen[rows] = False
+        self.advance[rows] = self.restart[rows] = np.nan
+
+    def step(
+        self, rows: np.ndarray, advance: np.ndarray, restart: np.ndarray, in_view: np.ndarray,
+        jump: float, update: bool | np.ndarray,
+    ) -> np.ndarray:  # fmt: skip
+        """Rows' (M,) sightings after states with `advance`, `restart` (M,) and objects in view (M, O)."""
+        seen, last_adv, last_rst = self.seen[rows], self.advance[rows], self.restart[rows]
+        finite = np.isfinite(advance) & np.isfinite(restart)
+        new_episode = finite & ~(restart <= last_rst + jump)  # NaN before the first state: a new one too
+        moved_on = finite & ~new_episode & (advance > last_adv)
+        shifted = np.concatenate([seen[:, 1:], np.zeros_like(seen[:, :1])], axis=1)  # slot j takes j + 1's
+        seen = np.where(new_episode[:, None], False, np.where(moved_on[:, None], shifted, seen)) | in_view
+        # a non-finite state is seen through the memory but moves nothing on
+        adv = np.where(finite, advance, last_adv)
+        rst = np.where(finite, restart, last_rst)
+        self.pending = (np.asarray(rows), seen, adv, rst)
+        self.commit(np.broadcast_to(np.asarray(update, dtype=bool), (len(seen),)))
+        return seen
+
+    def commit(self, mask: np.ndarray) -> None:
+        """Take the last `step`'s sightings for the rows where `mask` (M,) holds."""
+        if self.pending is None:
+            return
+        rows, seen, adv, rst = self.pending
+        mask = np.asarray(mask, dtype=bool)
+        at = rows[mask]
+        self.seen[at], self.advance[at], self.restart[at] = seen[mask], adv[mask], rst[mask]
 
 
 class TeacherView:
@@ -57,6 +123,16 @@ class TeacherView:
         self._covers = np.zeros((len(self.objects), len(fields)), dtype=bool)  # (O, Dq): fields it shows
         for j, (*_, cols) in enumerate(self.objects):
             self._covers[j, cols] = True
+        self.remember = cfg.remember
+        if cfg.remember is not None:
+            names = [cfg.remember.advance, cfg.remember.restart]
+            if unknown := sorted(set(names) - set(col)):
+                raise ValueError(f"teacher view remembers by fields the robot does not have: {unknown}")
+            self._advance, self._restart = col[cfg.remember.advance], col[cfg.remember.restart]
+
+    def new_memory(self, num_envs: int) -> Sightings | None:
+        """A fresh memory for `num_envs` rows; None for a view that remembers nothing."""
+        return Sightings(num_envs, len(self.objects)) if self.remember is not None else None
 
     def visible(self, privileged: np.ndarray) -> np.ndarray:
         """(N, Dq) -> (N, O) bool: each object inside the horizontal field of view."""
@@ -67,8 +143,21 @@ class TeacherView:
         spread = np.arcsin(np.clip(self._radius / np.maximum(dist, 1e-9), 0.0, 1.0))
         return (dist > 0) & (np.abs(np.arctan2(y, x)) <= self.half_fov + spread)
 
-    def __call__(self, privileged: np.ndarray) -> np.ndarray:
+    def __call__(
+        self, privileged: np.ndarray, memory: Sightings | None = None, envs: np.ndarray | None = None,
+        update: bool | np.ndarray = True,
+    ) -> np.ndarray:  # fmt: skip
+        """privileged (N, Dq) -> what is seen of it. A remembering view needs the caller's `memory`, whose
+        rows `envs` (N,) these states are (None: rows 0..N-1), fed in time order; `update` (bool or (N,)):
+        which rows' memory moves on (see `Sightings.commit`)."""
         privileged = np.asarray(privileged)
         seen = self.visible(privileged)  # (N, O)
+        if self.remember is not None:
+            if memory is None:
+                raise ValueError("this teacher view remembers sightings (view.remember): pass the caller's "
+                                 "memory (TeacherPolicy.new_memory), one row per env, fed in time order")
+            rows = np.arange(len(privileged)) if envs is None else np.asarray(envs)
+            adv, rst = privileged[:, self._advance].astype(np.float64), privileged[:, self._restart]
+            seen = memory.step(rows, adv, rst.astype(np.float64), seen, self.remember.restart_jump, update)
         mask = self.keep | (seen[:, :, None] & self._covers).any(axis=1)  # (N, Dq)
         return np.where(mask, privileged, 0).astype(privileged.dtype)

@@ -39,6 +39,25 @@ def test_a_short_run_beats_the_untrained_policy(trained: Path, make_tiny: Callab
     assert after["success_rate"] > before["success_rate"], (before, after)
 
 
+def test_a_teacher_whose_view_remembers_trains_and_evaluates(make_tiny: Callable, tmp_path: Path) -> None:
+    """Training and evaluation own the sightings of a remembering view (`policies.teacher_view`): they
+    reset them at every episode's start and feed each env's states in order; the view travels in
+    teacher.yaml."""
+    from sim.config import from_root
+
+    view = TeacherTrainConfig.from_yaml(from_root("opd/configs/teacher_view_memory.yaml")).teacher.view
+    assert view is not None and view.remember is not None
+    cfg = make_tiny(teacher={"view": view.model_dump(mode="json")}, total_steps=240,
+                    demos={"episodes": 8, "bc_updates": 50})  # fmt: skip
+    trainer = TeacherTrainer(cfg, tmp_path)
+    assert trainer.run() == tmp_path / "teacher.pt"
+    assert trainer.sightings is not None and trainer.sightings.seen.any()  # markers were sighted
+    teacher = load_teacher(tmp_path / "teacher.pt")
+    assert teacher.view is not None and teacher.view.remember is not None
+    report = evaluate_teacher(teacher, 4, num_envs=4)
+    assert report["episodes"] == 4
+
+
 def test_seeded_runs_are_reproducible(trained: Path, make_tiny: Callable, tmp_path: Path) -> None:
     TeacherTrainer(make_tiny(), tmp_path).run()
     a = torch.load(trained / "teacher.pt", weights_only=True)

@@ -92,7 +92,9 @@ def test_a_teacher_with_a_view_acts_the_same_on_states_that_differ_only_out_of_v
     assert loaded.act(loaded.features(a, skill))[0] == teacher.act(fa)[0]
 
 
-@pytest.mark.parametrize("name", ["teacher_view.yaml", "teacher_view_obstacles.yaml"])
+@pytest.mark.parametrize(
+    "name", ["teacher_view.yaml", "teacher_view_obstacles.yaml", "teacher_view_memory.yaml"]
+)
 def test_the_shipped_teacher_views_match_the_default_robot(name: str) -> None:
     cfg = TeacherTrainConfig.from_yaml(from_root(f"opd/configs/{name}"))
     assert cfg.teacher.view is not None

@@ -77,6 +77,9 @@ class TeacherNode(AgentNode):
         self.state_dim = teacher.obs_dim - teacher.contract.num_skills  # Dq
         self.repeat = teacher.cfg.action_repeat  # control periods a decision is held
         self.held: tuple[int, np.ndarray] | None = None  # decision in force: skill, params (P,)
+        # a view that remembers sightings: fed the decision states in stamp order (older ones are refused
+        # above), it restarts on the state's own episode counters (policies.teacher_view)
+        self.sightings = teacher.new_memory(1)
         self.state_in = StreamStats("privileged_state", TOPICS[STATE].rate_hz, s["input_timeout_s"])
         self.actions = StreamStats("action")
         self.act_time = LatencyWindow()
@@ -88,6 +91,8 @@ class TeacherNode(AgentNode):
 
     def deactivate(self) -> None:
         self.held = None
+        if self.sightings is not None:
+            self.sightings.reset()
 
     def cleanup(self) -> None:
         self.teacher = None
@@ -107,7 +112,7 @@ class TeacherNode(AgentNode):
         held = self.held  # read once: deactivate may clear it beside this (multi-threaded executor)
         if step % self.repeat == 0 or held is None:
             t0 = time.perf_counter()
-            features = self.teacher.features(privileged[None], np.array([skill]))  # (1, Dq + K)
+            features = self.teacher.features(privileged[None], np.array([skill]), memory=self.sightings)
             skills, params = self.teacher.act(features)  # (1,), (1, P)
             act_s = time.perf_counter() - t0
             action = self.contract.clip(int(skills[0]), params[0])
