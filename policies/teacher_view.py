@@ -157,7 +157,8 @@ class TeacherView:
                 raise ValueError("this teacher view remembers sightings (view.remember): pass the caller's "
                                  "memory (TeacherPolicy.new_memory), one row per env, fed in time order")
             rows = np.arange(len(privileged)) if envs is None else np.asarray(envs)
-            adv, rst = privileged[:, self._advance].astype(np.float64), privileged[:, self._restart]
-            seen = memory.step(rows, adv, rst.astype(np.float64), seen, self.remember.restart_jump, update)
+            adv = privileged[:, self._advance].astype(np.float64)  # (N,)
+            rst = privileged[:, self._restart].astype(np.float64)  # (N,)
+            seen = memory.step(rows, adv, rst, seen, self.remember.restart_jump, update)
         mask = self.keep | (seen[:, :, None] & self._covers).any(axis=1)  # (N, Dq)
         return np.where(mask, privileged, 0).astype(privileged.dtype)
