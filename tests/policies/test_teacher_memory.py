@@ -139,3 +139,55 @@ def test_the_learner_sees_each_env_through_its_memory_of_accepted_states(remembe
     learner.reset_env(0)
     learner.observe_teacher(np.array([2.0]), _state(time_left=0.95), np.array([0]), np.array([2.0]))
     assert learner.buffers[0].teacher_at(2.0).state[COL["target_dx_m"]] == pytest.approx(raw_zero)
+
+
+# Obstacles are listed nearest first, so a slot is not an obstacle: the view remembers them by world place.
+OBSTACLES = [
+    {"x": f"obstacle{k}_dx_m", "y": f"obstacle{k}_dy_m", "radius_m": 0.15, "fields": [f"obstacle{k}_gap_m"],
+     "static": True}
+    for k in range(3)
+]  # fmt: skip
+WITH_OBSTACLES = ViewConfig.from_dict(
+    {"half_fov_deg": 37.5, "keep": ["progress", "time_left"], "objects": OBJECTS + OBSTACLES, "remember": {}}
+)
+WORLD = np.array([1.0 + 0.2j, -1.5 + 0.3j, 0.0 - 3.0j])  # obstacles A, B, C in the world, m
+
+
+def _posed(x: float, y: float, yaw: float, time_left: float = 1.0) -> np.ndarray:
+    """The state of a robot at (x, y, yaw) among WORLD's obstacles, slots nearest first as in the sim."""
+    row = _state(time_left=time_left)
+    row[0, [COL["x_m"], COL["y_m"], COL["cos_yaw"], COL["sin_yaw"]]] = x, y, np.cos(yaw), np.sin(yaw)
+    rel = (WORLD - complex(x, y)) * np.exp(-1j * yaw)
+    for k, j in enumerate(np.argsort(np.abs(rel))):
+        row[0, [COL[f"obstacle{k}_dx_m"], COL[f"obstacle{k}_dy_m"]]] = rel[j].real, rel[j].imag
+        row[0, COL[f"obstacle{k}_gap_m"]] = abs(rel[j]) - 0.3
+    return row
+
+
+def _obstacles_seen(out: np.ndarray) -> list[tuple[float, float]]:
+    """The (dx, dy) of each obstacle slot the view shows."""
+    shown = [(out[0, COL[f"obstacle{k}_dx_m"]], out[0, COL[f"obstacle{k}_dy_m"]]) for k in range(3)]
+    return [(float(x), float(y)) for x, y in shown if (x, y) != (0, 0)]
+
+
+def test_an_obstacle_is_remembered_by_its_place_when_its_slot_changes() -> None:
+    view = TeacherView(WITH_OBSTACLES, FIELDS)
+    memory = view.new_memory(1)
+    first = view(_posed(0, 0, 0), memory)  # A ahead (slot 0), B behind, C to the right
+    assert _obstacles_seen(first) == [pytest.approx((1.0, 0.2))]
+    # moved and turned left: B is nearest now (slot 0) and out of view, A (slot 1) is out of view too
+    later = _posed(-0.5, 0, np.pi / 2, time_left=0.99)
+    out = view(later, memory)
+    assert out[0, COL["obstacle0_dx_m"]] == 0 and out[0, COL["obstacle0_gap_m"]] == 0  # B: never seen
+    assert (out[0, COL["obstacle1_dx_m"]], out[0, COL["obstacle1_dy_m"]]) == pytest.approx((0.2, -1.5))
+    assert out[0, COL["obstacle1_gap_m"]] == later[0, COL["obstacle1_gap_m"]]  # A: remembered, true fields
+    memoryless = TeacherView(WITH_OBSTACLES.model_copy(update={"remember": None}), FIELDS)
+    assert _obstacles_seen(memoryless(later)) == []
+    # a new episode forgets it; a state with no pose keeps the memory as it was
+    memory_b = view.new_memory(1)
+    view(_posed(0, 0, 0), memory_b)
+    lost = _posed(-0.5, 0, np.pi / 2, time_left=0.9)
+    lost[0, COL["x_m"]] = np.nan
+    assert _obstacles_seen(view(lost, memory_b)) == []
+    assert len(_obstacles_seen(view(_posed(-0.5, 0, np.pi / 2, time_left=0.89), memory_b))) == 1
+    assert _obstacles_seen(view(_posed(-0.5, 0, np.pi / 2, time_left=1.0), memory_b)) == []  # restart

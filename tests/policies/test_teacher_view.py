@@ -93,7 +93,11 @@ def test_a_teacher_with_a_view_acts_the_same_on_states_that_differ_only_out_of_v
 
 
 @pytest.mark.parametrize(
-    "name", ["teacher_view.yaml", "teacher_view_obstacles.yaml", "teacher_view_memory.yaml"]
+    "name",
+    [
+        "teacher_view.yaml", "teacher_view_obstacles.yaml", "teacher_view_memory.yaml",
+        "teacher_view_memory_obstacles.yaml",
+    ],  # fmt: skip
 )
 def test_the_shipped_teacher_views_match_the_default_robot(name: str) -> None:
     cfg = TeacherTrainConfig.from_yaml(from_root(f"opd/configs/{name}"))
