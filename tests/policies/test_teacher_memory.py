@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
+from opd.evaluation import load_teacher
 from policies.teacher_view import RememberConfig, TeacherView, ViewConfig
 from sim.config import from_root
 from sim.marker_task import privileged_fields
@@ -191,3 +192,12 @@ def test_an_obstacle_is_remembered_by_its_place_when_its_slot_changes() -> None:
     assert _obstacles_seen(view(lost, memory_b)) == []
     assert len(_obstacles_seen(view(_posed(-0.5, 0, np.pi / 2, time_left=0.89), memory_b))) == 1
     assert _obstacles_seen(view(_posed(-0.5, 0, np.pi / 2, time_left=1.0), memory_b)) == []  # restart
+
+
+def test_the_committed_obstacle_remembering_teacher_knows_only_obstacles_it_has_seen() -> None:
+    teacher = load_teacher(from_root("sim/robots/diffbot/teacher_view_memory_obstacles/teacher.pt"))
+    assert teacher.view is not None and teacher.view.remember is not None
+    memory = teacher.new_memory(1)
+    assert _obstacles_seen(teacher.seen(_posed(-0.5, 0, np.pi / 2), memory)) == []  # none in view yet
+    assert len(_obstacles_seen(teacher.seen(_posed(0, 0, 0, time_left=0.99), memory))) == 1  # A ahead
+    assert len(_obstacles_seen(teacher.seen(_posed(-0.5, 0, np.pi / 2, time_left=0.98), memory))) == 1
