@@ -8,6 +8,7 @@ depend on the batch it is computed in).
 from __future__ import annotations
 
 import math
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -181,6 +182,73 @@ class AssistedDriver:
         return skill, params
 
 
+WITNESS_S = 0.5  # the collision diagnostic looks back this long before each collision, s
+
+
+class CollisionWitness:
+    """A driver wrapper for the collision diagnostic (`agent eval student --collisions`): over each env's
+    last `window` control steps it notes whether the nearest obstacle was inside the camera's view and the
+    skill the driver and the teacher (acting on its own view, not driving) chose; at each collision it
+    keeps what was hit and those notes. It tells a student that does not see what it hits from one that
+    sees it and does not react."""
+
+    def __init__(
+        self, driver: Policy, teacher: TeacherPolicy, num_envs: int, fields: tuple[str, ...],
+        half_fov_deg: float, control_hz: int, window_s: float = WITNESS_S,
+    ) -> None:  # fmt: skip
+        from sim.robots.diffbot.constants import OBSTACLE_RADIUS_M
+
+        self.driver, self.teacher = driver, teacher
+        nearest = ViewObject(x="obstacle0_dx_m", y="obstacle0_dy_m", radius_m=OBSTACLE_RADIUS_M)
+        self.view = TeacherView(ViewConfig(half_fov_deg=half_fov_deg, objects=[nearest]), fields)
+        self.gap, self.wall = fields.index("obstacle0_gap_m"), fields.index("wall_gap_m")
+        self.window_s, window = window_s, max(1, round(window_s * control_hz))
+        self.sightings = teacher.new_memory(num_envs)  # the teacher's, when its view remembers
+        self.recent = [deque(maxlen=window) for _ in range(num_envs)]  # (in view, own skill, teacher's)
+        self.hazard = np.full(num_envs, "obstacle", dtype=object)  # the nearer of the two at the last step
+        self.collisions: list[tuple[str, bool, tuple[int, ...], tuple[int, ...]]] = []
+
+    def __call__(self, obs: dict, info: dict, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        skill, params = self.driver(obs, info, started)
+        privileged = obs["privileged"]
+        if self.sightings is not None:
+            self.sightings.reset(started)
+        seen = self.teacher.seen(privileged, self.sightings)
+        would, _ = self.teacher.act(self.teacher.features(privileged, obs["skill"], seen=seen))
+        in_view = self.view.visible(privileged)[:, 0]
+        self.hazard = np.where(privileged[:, self.wall] < privileged[:, self.gap], "wall", "obstacle")
+        for i, recent in enumerate(self.recent):
+            if started[i]:
+                recent.clear()
+            recent.append((bool(in_view[i]), int(skill[i]), int(would[i])))
+        return skill, params
+
+    def ended(self, env: int, outcome: str) -> None:
+        """`run_episodes`' episode-end hook: keep env's notes if it collided."""
+        if outcome == "collision" and self.recent[env]:
+            in_view, own, would = zip(*self.recent[env], strict=True)
+            self.collisions.append((str(self.hazard[env]), any(in_view), own, would))
+
+    def report(self) -> dict:
+        """Counts over the collisions: what was hit, the obstacles in view, each side's most chosen skill."""
+        names = self.teacher.contract.names
+
+        def most_chosen(side: int) -> dict[str, int]:  # collisions by the skill most chosen in the window
+            return dict(Counter(names[Counter(c[side]).most_common(1)[0][0]] for c in self.collisions))
+
+        obstacles = [c for c in self.collisions if c[0] == "obstacle"]
+        steps = [(o, w) for c in self.collisions for o, w in zip(c[2], c[3], strict=True)]
+        return {
+            "window_s": self.window_s,
+            "count": len(self.collisions),
+            "hazard": dict(Counter(c[0] for c in self.collisions)),
+            "obstacle_in_view": sum(c[1] for c in obstacles),  # the nearest obstacle, in the window
+            "skill": most_chosen(2),
+            "teacher_skill": most_chosen(3),
+            "agreement": round(float(np.mean([o == w for o, w in steps])), 4) if steps else None,
+        }
+
+
 def evaluate_student(
     runtime: StudentRuntime,
     episodes: int,
@@ -191,10 +259,13 @@ def evaluate_student(
     assist: str | None = None,
     teacher: TeacherPolicy | None = None,
     assist_range_m: float = ASSIST_RANGE_M,
+    collisions: bool = False,
 ) -> dict:
     """The student acting alone (no teacher) for `episodes` seeded episodes, its camera at the artifact's
     image size; the same report as `evaluate_teacher`. With `assist` (`ASSISTS`; the teacher for the
-    teacher's), the diagnostic `AssistedDriver` drives and the report says how often it overrode."""
+    teacher's), the diagnostic `AssistedDriver` drives and the report says how often it overrode. With
+    `collisions` (and the teacher) the report says what each collision hit and what was chosen before it
+    (`CollisionWitness`)."""
     from sim.config import SimConfig
     from sim.gym_env import CONFIG_DIR
     from sim.vector_env import DiffBotVectorEnv
@@ -203,29 +274,40 @@ def evaluate_student(
     cfg = SimConfig.from_yaml(sim_config or CONFIG_DIR / "mujoco.yaml")
     h, w = runtime.image_hw
     cfg = cfg.model_copy(update={"camera": cfg.camera.model_copy(update={"height": h, "width": w})})
+    if (assist or collisions) and teacher is None:
+        raise ValueError("an assisted evaluation or the collision diagnostic needs the teacher")
     envs = DiffBotVectorEnv(
-        n, SimConfig.from_dict(cfg.model_dump()), "all" if assist else "sensors", proxy, 1,
+        n, SimConfig.from_dict(cfg.model_dump()), "all" if assist or collisions else "sensors", proxy, 1,
         AutoresetMode.DISABLED,
     )  # fmt: skip
-    driver: Policy = StudentDriver(runtime, n)
-    if assist:
-        if teacher is None:
-            raise ValueError("an assisted evaluation needs the teacher")
-        from sim.robots.diffbot.constants import CAMERA_FOVY_DEG
+    from sim.robots.diffbot.constants import CAMERA_FOVY_DEG
 
-        hfov = 2 * math.degrees(math.atan(math.tan(math.radians(CAMERA_FOVY_DEG) / 2) * w / h))
-        driver = AssistedDriver(driver, teacher, assist, envs.robot.spec.privileged_fields, hfov / 2,
-                                assist_range_m)  # fmt: skip
-    report = run_episodes(envs, driver, episodes, seed, proxy is not None)
-    if isinstance(driver, AssistedDriver):
-        report["assist"] = {"mode": assist, "share": round(driver.assisted / max(driver.steps, 1), 4)}
+    half_fov = math.degrees(math.atan(math.tan(math.radians(CAMERA_FOVY_DEG) / 2) * w / h))
+    fields = envs.robot.spec.privileged_fields
+    student = StudentDriver(runtime, n)
+    driver: Policy = student
+    assisted = witness = None
+    if assist:
+        driver = assisted = AssistedDriver(student, teacher, assist, fields, half_fov, assist_range_m)
+    if collisions:
+        hz = envs.config.rates.control_hz
+        driver = witness = CollisionWitness(driver, teacher, n, fields, half_fov, hz)
+    report = run_episodes(envs, driver, episodes, seed, proxy is not None, witness and witness.ended)
+    if assisted is not None:
+        report["assist"] = {"mode": assist, "share": round(assisted.assisted / max(assisted.steps, 1), 4)}
         if assist.startswith("teacher_far"):
             report["assist"]["range_m"] = assist_range_m
+    if witness is not None:
+        report["collisions"] = witness.report()
     return report
 
 
-def run_episodes(envs: VectorEnv, policy: Policy, episodes: int, seed: int, proxy: bool) -> dict:
+def run_episodes(
+    envs: VectorEnv, policy: Policy, episodes: int, seed: int, proxy: bool,
+    on_end: Callable[[int, str], None] | None = None,
+) -> dict:  # fmt: skip
     """Seeded episodes (episode i on seed + i) on a DISABLED-autoreset vector env; the report dict.
+    `on_end(env, outcome)` hears each episode's end.
 
     `policy(obs, info, started)` returns (skill (N,), params (N, P)); `started` (N,) marks envs whose
     episode began with this observation, `info["running"]` (N,) those with an episode still running.
@@ -245,6 +327,8 @@ def run_episodes(envs: VectorEnv, policy: Policy, episodes: int, seed: int, prox
             returns += np.where(running, reward, 0.0)
             ended = running & (terminated | truncated)
             for i in np.flatnonzero(ended):
+                if on_end is not None:
+                    on_end(int(i), str(info["outcome"][i]))
                 successes += bool(info["success"][i])
                 outcomes[info["outcome"][i]] = outcomes.get(info["outcome"][i], 0) + 1
                 ends.setdefault(info["outcome"][i], []).append(

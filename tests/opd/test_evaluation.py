@@ -203,3 +203,81 @@ def test_the_command_line_offers_exactly_the_assists_the_evaluation_has() -> Non
 
     assert eval_command.ASSISTS == evaluation.ASSISTS
     assert eval_command.ASSIST_RANGE_M == evaluation.ASSIST_RANGE_M
+
+
+def test_the_collision_witness_keeps_what_was_hit_and_what_each_side_chose_before_it() -> None:
+    """At a collision it reports the hazard (the nearer of wall and obstacle), whether the nearest obstacle
+    was in the camera's view in the window, and the skill the driver and the teacher chose; other endings
+    and steps before a new episode are not kept."""
+    from opd.evaluation import CollisionWitness
+    from sim.marker_task import privileged_fields
+
+    fields = privileged_fields(3)
+    col = {f: i for i, f in enumerate(fields)}
+    teacher = load_teacher(COMMITTED)
+    names = teacher.contract.names
+    drive = teacher.contract.skill_id("drive")
+
+    def driver(obs, info, started):
+        return np.full(2, drive), np.tile(teacher.contract.layout.defaults, (2, 1))
+
+    def obs_for(ahead: bool) -> dict:
+        """env 0: an obstacle 0.2 m from the bumper, ahead or behind; env 1: a wall nearer than it."""
+        priv = np.zeros((2, len(fields)), np.float32)
+        priv[:, col["obstacle0_dx_m"]] = 0.5 if ahead else -0.5
+        priv[:, col["obstacle0_gap_m"]] = 0.2
+        priv[:, col["wall_gap_m"]] = [1.0, 0.05]
+        return {"privileged": priv, "skill": np.zeros(2, np.int64)}
+
+    witness = CollisionWitness(driver, teacher, 2, fields, 37.5, control_hz=20, window_s=0.1)  # 2 steps
+    start = np.array([True, True])
+    witness(obs_for(ahead=True), {}, start)
+    witness(obs_for(ahead=False), {}, ~start)
+    witness(obs_for(ahead=False), {}, ~start)  # the sighting has left the 2-step window
+    witness.ended(0, "collision")
+    witness(obs_for(ahead=True), {}, ~start)
+    witness.ended(0, "collision")
+    witness.ended(1, "timeout")
+    first = witness.report()
+    assert first["count"] == 2 and first["hazard"] == {"obstacle": 2} and first["obstacle_in_view"] == 1
+    assert first["skill"] == {"drive": 2} and first["window_s"] == 0.1
+    would, _ = teacher.act(teacher.features(obs_for(ahead=False)["privileged"][:1], np.zeros(1, np.int64)))
+    assert names[int(would[0])] in first["teacher_skill"] and sum(first["teacher_skill"].values()) == 2
+    assert 0.0 <= first["agreement"] <= 1.0
+    witness.ended(1, "collision")
+    assert witness.report()["hazard"] == {"obstacle": 2, "wall": 1}
+    witness(obs_for(ahead=False), {}, np.array([False, True]))  # env 1 starts over: one step in its window
+    witness.ended(1, "collision")
+    assert witness.collisions[-1][2] == (drive,)
+    assert CollisionWitness(driver, teacher, 2, fields, 37.5, 20).report() == {
+        "window_s": 0.5, "count": 0, "hazard": {}, "obstacle_in_view": 0, "skill": {}, "teacher_skill": {},
+        "agreement": None,
+    }  # fmt: skip
+
+
+def test_the_student_evaluation_witnesses_every_collision_it_counts(tmp_path) -> None:
+    from opd.evaluation import evaluate_student
+    from policies.export import export_artifact
+    from policies.runtime import load_student
+    from policies.state_predictor import PredictorConfig
+    from policies.student_policy import StudentConfig
+    from sim.config import SimConfig
+    from sim.gym_env import CONFIG_DIR
+
+    cfg = StudentConfig.from_dict({
+        "encoder": {"image": {"backbone": "resnet18", "height": 32, "width": 32}, "imu": {"window": 8,
+                    "conv_channels": [8]}, "fusion": {"dim": 16, "heads": 2, "queries": 2}, "embed_dim": 16},
+        "head": {"hidden": [16]},
+    })  # fmt: skip
+    predictor = PredictorConfig(in_dim=16, hidden=8)
+    art = export_artifact(tmp_path / "student", student_cfg=cfg, predictor_cfg=predictor)
+    sim = SimConfig.from_yaml(CONFIG_DIR / "mujoco.yaml")
+    sim = sim.model_copy(update={"task": sim.task.model_copy(update={"time_limit_s": 3.0}),
+                                 "imu": sim.imu.model_copy(update={"window": 8})})  # the tiny student's
+    (tmp_path / "short.yaml").write_text(yaml.safe_dump(sim.model_dump(mode="json")))
+    report = evaluate_student(load_student(art), 4, sim_config=tmp_path / "short.yaml", num_envs=2,
+                              teacher=load_teacher(COMMITTED), collisions=True)  # fmt: skip
+    assert sum(report["outcomes"].values()) == 4
+    assert report["collisions"]["count"] == report["outcomes"].get("collision", 0)
+    with pytest.raises(ValueError, match="needs the teacher"):
+        evaluate_student(load_student(art), 1, sim_config=tmp_path / "short.yaml", collisions=True)

@@ -54,7 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "is worth")  # fmt: skip
     s.add_argument("--assist-range", type=float, default=ASSIST_RANGE_M,
                    help="m: where the target counts as far, for --assist teacher_far_*")  # fmt: skip
-    s.add_argument("--teacher", type=Path, default=DEFAULT_TEACHER, help="teacher.pt for --assist teacher_*")
+    s.add_argument("--collisions", action="store_true", help="diagnostic: for each collision, what was hit, "
+                   "whether the nearest obstacle was in the camera's view in the last 0.5 s, and the skills "
+                   "the student and the teacher (on its own view, not driving) chose then")  # fmt: skip
+    s.add_argument("--teacher", type=Path, default=DEFAULT_TEACHER,
+                   help="teacher.pt for --assist teacher_* and --collisions")  # fmt: skip
     r = sub.add_parser(
         "transfer",
         help="sim-to-real benchmark: train sim_only, dagger, novelty and opd at one label budget, evaluate "
@@ -78,10 +82,10 @@ def run(args: argparse.Namespace) -> int:
         from policies.runtime import load_student
 
         runtime = load_student(args.artifact, backend=args.backend)
-        teacher = load_teacher(args.teacher) if args.assist else None
+        teacher = load_teacher(args.teacher) if args.assist or args.collisions else None
         report = evaluate_student(runtime, args.episodes, proxy=proxy, num_envs=args.envs,
-                                  assist=args.assist, teacher=teacher,
-                                  assist_range_m=args.assist_range)  # fmt: skip
+                                  assist=args.assist, teacher=teacher, assist_range_m=args.assist_range,
+                                  collisions=args.collisions)  # fmt: skip
     else:
         report = evaluate_teacher(
             load_teacher(args.checkpoint), args.episodes, proxy=proxy, num_envs=args.envs
@@ -99,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
         for outcome, end in report["by_outcome"].items():
             print(f"  {outcome}: {end['progress_mean']:.0%} of the tour done on average, "
                   f"at {end['time_s_mean']:.1f} s")  # fmt: skip
+        if hit := report.get("collisions"):
+            print(f"collisions: {hit['hazard']}; nearest obstacle in view in the last {hit['window_s']} s: "
+                  f"{hit['obstacle_in_view']}; skill most chosen then: {hit['skill']}, the teacher's "
+                  f"{hit['teacher_skill']}; agreement {hit['agreement']}")  # fmt: skip
     return 0
 
 
