@@ -95,6 +95,9 @@ class AlignedSample:
     stamp: float  # the frame's stamp, s
     window: np.ndarray  # (history, F) features of the last `history` frames up to this one, oldest first
     window_mask: np.ndarray  # (history,) bool, True where a real frame is (zero rows where not)
+    # (history,) int64: each window frame's number in this buffer's stream (consecutive windows share
+    # frames: a store keeps each frame once by its number), -1 where no frame is
+    window_ids: np.ndarray
     payload: Any  # this (the newest) frame's payload
     teacher: TeacherEntry  # the teacher entry nearest `stamp`, |dt| <= tolerance_s
     future: np.ndarray  # (horizon, Dq) teacher states nearest stamp + h * period_s, zeros where none
@@ -114,6 +117,7 @@ class AlignedBuffer:
     def __init__(self, cfg: AlignConfig) -> None:
         self.cfg = cfg
         self.counts: Counter[str] = Counter()  # rejections and drops by reason, kept across episodes
+        self._retired = 0  # frames ever retired: the next one's number in the stream, kept across episodes
         self.reset()
 
     def reset(self) -> None:
@@ -123,7 +127,8 @@ class AlignedBuffer:
         self._p_stamps: list[float] = []  # pending student stamps, sorted
         self._pending: list[tuple[StudentEntry, float]] = []  # parallel: (frame, arrival + max_wait_s)
         self._deadlines: list[tuple[float, float]] = []  # min-heap of (arrival + max_wait_s, stamp)
-        self._recent: deque[np.ndarray] = deque(maxlen=self.cfg.history - 1)  # newest resolved, (F,) each
+        # newest resolved, (number, (F,) features) each
+        self._recent: deque[tuple[int, np.ndarray]] = deque(maxlen=self.cfg.history - 1)
         self._frontier = -math.inf  # stamp of the newest resolved frame, s
         self._floor = -math.inf  # teacher entries stamped below it can join no frame, s
         self._t_shapes: _Shapes | None = None  # (Dq,), (P,), (K,) of the first entry
@@ -243,27 +248,30 @@ class AlignedBuffer:
 
     def _retire(self, frame: StudentEntry) -> None:
         """Move a resolved or dropped frame to the window history and the frontier."""
-        self._recent.append(frame.features)
+        self._recent.append((self._retired, frame.features))
+        self._retired += 1
         self._frontier = frame.stamp
 
     def _resolve(self, frame: StudentEntry) -> AlignedSample | None:
         """Join the oldest pending frame; None, counted "unmatched", when no teacher entry is near it."""
-        rows = [*self._recent, frame.features]  # the frames stamped up to this one, oldest first
+        rows = [*self._recent, (self._retired, frame.features)]  # frames stamped up to this one, oldest first
         self._retire(frame)
         teacher = self._nearest(frame.stamp)
         if teacher is None:
             self.counts["unmatched"] += 1
             return None
         h, n = self.cfg.history, len(rows)
-        window = np.zeros((h, rows[-1].shape[0]), np.float32)  # (history, F)
-        window[h - n :] = np.stack(rows)  # (n, F) at the end: newest last, zero rows before a short episode
+        window = np.zeros((h, frame.features.shape[0]), np.float32)  # (history, F)
+        window[h - n :] = np.stack([f for _, f in rows])  # (n, F) at the end: newest last, zero rows before
+        ids = np.full(h, -1, np.int64)  # a short episode
+        ids[h - n :] = [i for i, _ in rows]
         targets = [self._nearest(frame.stamp + i * self.cfg.period_s) for i in range(1, self.cfg.horizon + 1)]
         future = np.zeros((self.cfg.horizon, teacher.state.shape[0]), np.float32)  # (horizon, Dq)
         for i, target in enumerate(targets):
             if target is not None:
                 future[i] = target.state
         return AlignedSample(stamp=frame.stamp, window=window, window_mask=np.arange(h) >= h - n,
-                             payload=frame.payload, teacher=teacher, future=future,
+                             window_ids=ids, payload=frame.payload, teacher=teacher, future=future,
                              future_mask=np.array([t is not None for t in targets]))  # fmt: skip
 
     def _prune(self, now: float) -> None:

@@ -207,7 +207,7 @@ class OnlineDistillation:
         spec = StoreSpec(
             image, ec.imu.window, ec.embed_dim, align.history, align.horizon, self.state_dim, k, p
         )
-        self.store = SampleStore(spec, cfg.distill.capacity)
+        self.store = SampleStore(spec, cfg.distill.capacity, streams=num_envs)
         self.buffers = [AlignedBuffer(align) for _ in range(num_envs)]
         self.gate = Gate(cfg.gate, num_envs)
         self.rng = np.random.default_rng(seed)
@@ -485,6 +485,7 @@ class OnlineDistillation:
             "embedding": s.window[-1],
             "window": s.window,
             "window_mask": s.window_mask,
+            "window_ids": s.window_ids,
             "teacher_logits": s.teacher.logits,
             "teacher_skill": s.teacher.skill,
             "teacher_params": s.teacher.params,
@@ -493,7 +494,7 @@ class OnlineDistillation:
         }
         if self.store.spec.image_shape is not None:
             row.update({k: s.payload[k] for k in FRAME_KEYS})
-        self.store.add(row)
+        self.store.add(row, stream=env)
 
     def _new_metrics(self) -> EpisodeMetrics:
         h = self.align.horizon

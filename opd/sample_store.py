@@ -2,9 +2,18 @@
 
 A fixed-capacity ring of numpy arrays, one row per sample that left `opd.aligned_buffer.AlignedBuffer`:
 the newest frame's raw observation (what the encoder trains on), the window of state embeddings computed
-when the frames were acted on (the predictor's input), and the teacher side joined by stamp. Eviction is
-first in, first out: the oldest sample goes first, so the store tracks the student's recent state
-distribution (DAgger's aggregate, bounded). Saved beside checkpoints, atomically.
+when the frames were acted on (the head's and the predictor's input), and the teacher side joined by stamp.
+Eviction is first in, first out: the oldest sample goes first, so the store tracks the student's recent
+state distribution (DAgger's aggregate, bounded). Saved beside checkpoints, atomically.
+
+Windows share their frames: a stream's next window is its last one moved on by a frame, so storing each
+window whole costs `history` times what its frames do (128 frames of 256 floats: 130 kB a sample, 2 GB for
+16k samples). The store keeps each frame once instead, in a ring of frames beside the ring of samples, found
+by the stream's frame numbers (`AlignedSample.window_ids`); a sample keeps the ring numbers of its window's
+frames. The frame ring holds 2 x capacity + streams x history frames: the samples held need at most one new
+frame each (the newest; frames that never became samples, rarer, are written when a window first needs
+them) plus the history before each stream's oldest sample. A frame overwritten all the same is read as
+missing (a zero row, masked) and counted in `lost_frames`.
 """
 
 from __future__ import annotations
@@ -33,12 +42,13 @@ class StoreSpec:
     num_params: int  # P
 
     def shapes(self) -> dict[str, tuple[tuple[int, ...], type]]:
-        """Per-row shape and dtype of every stored array."""
+        """Shape and dtype of each array of a row as `SampleStore.add` takes and `sample` gives it."""
         s = self
         out: dict[str, tuple[tuple[int, ...], type]] = {
             "embedding": ((s.embed_dim,), np.float32),  # the newest frame's embedding at acting time
             "window": ((s.history, s.embed_dim), np.float32),  # oldest first
             "window_mask": ((s.history,), np.bool_),
+            "window_ids": ((s.history,), np.int64),  # the stream's frame numbers (AlignedSample.window_ids)
             "teacher_logits": ((s.num_skills,), np.float32),
             "teacher_skill": ((), np.int64),
             "teacher_params": ((s.num_params,), np.float32),
@@ -59,11 +69,19 @@ class StoreSpec:
 
 
 class SampleStore:
-    """Ring of `capacity` aligned samples; `add` one row, `sample` a uniform batch as torch tensors."""
+    """Ring of `capacity` aligned samples (and their windows' frames, each once) from `streams` streams;
+    `add` one row, `sample` a uniform batch as torch tensors."""
 
-    def __init__(self, spec: StoreSpec, capacity: int) -> None:
+    def __init__(self, spec: StoreSpec, capacity: int, streams: int = 1) -> None:
         self.spec, self.capacity = spec, capacity
-        self.arrays = {k: np.zeros((capacity, *shape), dtype) for k, (shape, dtype) in spec.shapes().items()}
+        rows = {k: v for k, v in spec.shapes().items() if k not in ("window", "window_ids")}
+        rows["frame_ref"] = ((spec.history,), np.int64)  # ring numbers of the window's frames, -1 = none
+        self.arrays = {k: np.zeros((capacity, *shape), dtype) for k, (shape, dtype) in rows.items()}
+        self.frame_capacity = 2 * capacity + streams * spec.history
+        self.frames = np.zeros((self.frame_capacity, spec.embed_dim), np.float32)  # (F, E) ring
+        self.frames_written = 0  # frames ever written: the next one's ring number
+        self._known: dict[int, dict[int, int]] = {}  # stream -> its frame number -> ring number
+        self.lost_frames = 0  # window frames read after the ring overwrote them (sized so that none are)
         self.pos = 0
         self.size = 0
         self.added = 0  # samples ever added (labels used), across evictions and resumes
@@ -73,20 +91,52 @@ class SampleStore:
     def __len__(self) -> int:
         return self.size
 
-    def add(self, row: dict[str, np.ndarray]) -> None:
-        """Append one sample; keys as `StoreSpec.shapes()`."""
+    def add(self, row: dict[str, np.ndarray], stream: int = 0) -> None:
+        """Append one sample of `stream`; keys as `StoreSpec.shapes()`."""
         with self.lock:
+            refs = self._frame_refs(row["window"], row["window_mask"], row["window_ids"], stream)
             for k, a in self.arrays.items():
-                a[self.pos] = row[k]
+                a[self.pos] = refs if k == "frame_ref" else row[k]
             self.pos = (self.pos + 1) % self.capacity
             self.size = min(self.size + 1, self.capacity)
             self.added += 1
 
+    def _frame_refs(self, window: np.ndarray, mask: np.ndarray, ids: np.ndarray, stream: int) -> np.ndarray:
+        """Ring numbers (T,) of a window's frames (T, E), writing those the ring does not hold yet."""
+        known = self._known.setdefault(stream, {})
+        oldest = self.frames_written - self.frame_capacity  # ring numbers below it are overwritten
+        refs = np.full(len(window), -1, np.int64)
+        for t in np.flatnonzero(mask):
+            ref = known.get(int(ids[t]), -1) if ids[t] >= 0 else -1
+            if ref < max(oldest, 0):
+                ref = self.frames_written
+                self.frames[ref % self.frame_capacity] = window[t]
+                self.frames_written += 1
+                if ids[t] >= 0:
+                    known[int(ids[t])] = ref
+            refs[t] = ref
+        if len(known) > 2 * len(window):  # keep the stream's newest frames only
+            newest = max(known)
+            for i in [i for i in known if i <= newest - len(window)]:
+                del known[i]
+        return refs
+
+    def _windows(self, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Windows (..., T, E) and masks (..., T) of ring numbers (..., T); overwritten frames masked."""
+        held = (refs >= 0) & (refs >= self.frames_written - self.frame_capacity)
+        self.lost_frames += int(((refs >= 0) & ~held).sum())
+        window = self.frames[np.where(held, refs, 0) % self.frame_capacity]
+        window[~held] = 0.0
+        return window, held
+
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
-        """A uniform batch. Shapes: (B, *row shape)."""
+        """A uniform batch: the rows as added (window included). Shapes: (B, *row shape)."""
         with self.lock:
             idx = rng.integers(0, self.size, size=batch_size)
-            return {k: torch.from_numpy(a[idx]) for k, a in self.arrays.items()}
+            out = {k: a[idx] for k, a in self.arrays.items() if k != "frame_ref"}
+            out["window"], held = self._windows(self.arrays["frame_ref"][idx])
+            out["window_mask"] &= held
+            return {k: torch.from_numpy(a) for k, a in out.items()}
 
     def save(self, path: Path) -> None:
         """Write the filled part atomically (temporary file, then rename)."""
@@ -95,7 +145,13 @@ class SampleStore:
         try:
             # in ring order, oldest first, so that a load into any capacity keeps the newest
             order = (self.pos - self.size + np.arange(self.size)) % self.capacity
-            np.savez(tmp, added=self.added, **{k: a[order] for k, a in self.arrays.items()})
+            rows = {k: a[order] for k, a in self.arrays.items()}
+            n = min(self.frames_written, self.frame_capacity)
+            first = self.frames_written - n  # the oldest frame held, numbered 0 in the file
+            refs = rows["frame_ref"]
+            rows["frame_ref"] = np.where(refs >= first, refs - first, -1)
+            frames = self.frames[(first + np.arange(n)) % self.frame_capacity]
+            np.savez(tmp, added=self.added, frames=frames, **rows)
             os.replace(tmp, path)
         finally:
             Path(tmp).unlink(missing_ok=True)
@@ -103,11 +159,19 @@ class SampleStore:
     def load(self, path: Path) -> None:
         """Restore a saved store; a file of another layout is refused naming the array."""
         with np.load(path) as data:
-            for k, a in self.arrays.items():
+            wanted = {**self.arrays, "frames": self.frames}
+            for k, a in wanted.items():
                 if k not in data or data[k].shape[1:] != a.shape[1:]:
                     got = data[k].shape[1:] if k in data else "missing"
                     raise ValueError(f"{path}: sample store array {k!r} is {got}, this one is {a.shape[1:]}")
-            n = min(len(data["window"]), self.capacity)
+            n = min(len(data["frame_ref"]), self.capacity)
             for k, a in self.arrays.items():
                 a[:n] = data[k][len(data[k]) - n :]
+            frames = data["frames"]
+            m = min(len(frames), self.frame_capacity)
+            self.frames[:m] = frames[len(frames) - m :]
+            cut = len(frames) - m  # file frames below it did not fit
+            refs = self.arrays["frame_ref"][:n]
+            refs[:] = np.where(refs >= cut, refs - cut, -1)
+            self.frames_written, self._known = m, {}
             self.size, self.pos, self.added = n, n % self.capacity, int(data["added"])

@@ -199,6 +199,7 @@ class StudentTrainer:
             "step": self.steps,
             "updates": self.learner.updates,
             "labels": self.learner.store.added,
+            "lost_frames": self.learner.store.lost_frames,  # window frames read after being overwritten: 0
             "teacher_steps": self.learner.teacher_steps,
             "episodes": self.episode_count,
             "threshold": decision.threshold,
