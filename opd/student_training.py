@@ -107,6 +107,10 @@ class StudentTrainer:
         self.episodes: deque[dict[str, Any]] = deque(maxlen=100)
         self.episode_count = 0
         self.pending_updates = 0.0
+        # seconds spent training, summed over the runs that resumed this one (as of the last checkpoint):
+        # a run killed before its end still counts up to its last checkpoint
+        self.train_seconds = 0.0
+        self._clock: tuple[float, float] = (time.monotonic(), 0.0)  # (this run's start, seconds before it)
 
     @property
     def steps(self) -> int:
@@ -136,6 +140,7 @@ class StudentTrainer:
 
         robot, learner, n = self.robot, self.learner, self.cfg.num_envs
         robot.connect()
+        self._clock = (time.monotonic(), self.train_seconds)
         obs = robot.reset(seed=self.cfg.seed + self.steps)
         last_frame = np.full(n, -np.inf)
         losses: dict[str, float] = {}
@@ -227,10 +232,12 @@ class StudentTrainer:
         """Learner state (weights only) + counters, the config beside it, the sample store; atomically."""
         ckpt_dir = self.out / "checkpoints"
         path = checkpoint_path(ckpt_dir, self.steps)
+        self.train_seconds = self._clock[1] + time.monotonic() - self._clock[0]
         state = {
             "learner": self.learner.save(),
             "episode_count": self.episode_count,
             "pending_updates": self.pending_updates,
+            "train_seconds": self.train_seconds,
             "torch_rng": torch.get_rng_state(),
         }
         self.learner.store.save(ckpt_dir / "store.npz")
@@ -254,6 +261,7 @@ class StudentTrainer:
         self.learner.gate.reset()  # every env starts a new episode: no takeover or timer carries over
         self.episode_count = int(state["episode_count"])
         self.pending_updates = float(state["pending_updates"])
+        self.train_seconds = float(state.get("train_seconds", 0.0))  # 0: a checkpoint older than the field
         torch.set_rng_state(state["torch_rng"])
         store = self.out / "checkpoints" / "store.npz"
         if store.is_file():
@@ -311,6 +319,7 @@ class StudentTrainer:
             "steps": self.steps,
             "updates": self.learner.updates,
             "labels": self.learner.store.added,
+            "train_seconds": round(self.train_seconds, 1),
             "seed": self.cfg.seed,
             "init_from": json.loads(origin.read_text()) if origin.is_file() else None,
             "student": self.student_cfg.model_dump(mode="json"),
@@ -345,9 +354,7 @@ def checkpoints(ckpt_dir: Path) -> list[Path]:
     return sorted(ckpt_dir.glob("step_*.pt"))
 
 
-def export_checkpoint(
-    run_dir: str | Path, out: str | Path, step: int | None = None, **options: Any
-) -> Path:
+def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = None, **options: Any) -> Path:
     """OUT: the deployable student of a run's checkpoint (the newest, or the one at `step` decisions), to
     evaluate a run while it goes on (`agent eval student --artifact OUT`); the run is only read. The
     acting student's weights are exported: the learner's, or their average with `acting_ema`.

@@ -9,7 +9,8 @@ targets (`Targets`).
 Output directory (rerunning the same command resumes; finished steps are not redone):
     config.yaml                    resolved TransferConfig
     <method>/                      StudentTrainer's output (checkpoints, history.jsonl, student.pt, artifact/)
-    <method>/wall_clock.json       training seconds summed over the runs that trained it
+    <method>/wall_clock.json       training seconds summed over the runs that trained it (the trainer's,
+                                   kept in its checkpoints: a killed run counts to its last checkpoint)
     <method>/eval.json             the student's evaluation on the proxy
     teacher/eval.json              the teacher's evaluation on the proxy
     report/                        results.json, report.md, *.png (`opd.transfer_report`)
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -119,13 +119,12 @@ class TransferBenchmark:
 
     def _train(self, method: str, out: Path) -> int | None:
         """Train into `out` and export its artifact; the trained steps, or None when stopped."""
-        t0 = time.monotonic()
+        trainer = StudentTrainer(self.cfg.train(method), out)
         try:
-            trainer = StudentTrainer(self.cfg.train(method), out)
             if trainer.run() is None:
                 return None
         finally:
-            add_wall_clock(out / "wall_clock.json", time.monotonic() - t0)
+            record_wall_clock(out / "wall_clock.json", trainer.train_seconds)
         trainer.export_artifact()
         return trainer.steps
 
@@ -312,10 +311,10 @@ def build_report(
     }
 
 
-def add_wall_clock(path: Path, seconds: float) -> None:
-    """Add one run's training seconds to the method's total."""
-    total = read_json(path) or {"seconds": 0.0, "runs": 0}
-    write_json(path, {"seconds": total["seconds"] + seconds, "runs": total["runs"] + 1})
+def record_wall_clock(path: Path, seconds: float) -> None:
+    """The method's training seconds so far (the trainer sums them over resumes) and runs that trained it."""
+    runs = (read_json(path) or {"runs": 0})["runs"] + 1
+    write_json(path, {"seconds": seconds, "runs": runs})
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

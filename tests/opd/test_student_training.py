@@ -69,7 +69,11 @@ def test_rerunning_the_command_resumes_from_the_last_checkpoint(tmp_path: Path) 
     out = tmp_path / "run"
     StudentTrainer(tiny(tmp_path, total_steps=120), out).run()
     first = history(out)[-1]
-    StudentTrainer(tiny(tmp_path), out).run()  # the same command with the full budget
+    seconds = yaml.safe_load((out / "student.yaml").read_text())["train_seconds"]
+    assert seconds > 0
+    resumed = StudentTrainer(tiny(tmp_path), out)  # the same command with the full budget
+    resumed.run()
+    assert resumed.train_seconds > seconds  # the first run's seconds carried over from the checkpoint
     rows = history(out)
     assert [r["step"] for r in rows] == [60, 120, 180, 240]
     # training flushed denormal floats on this thread, and restored them: later float code is unaffected

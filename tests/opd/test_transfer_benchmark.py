@@ -15,12 +15,12 @@ from opd.transfer_benchmark import (
     METHODS,
     TransferBenchmark,
     TransferConfig,
-    add_wall_clock,
     build_report,
     cis_separate,
     gap_closed,
     last_share,
     read_history,
+    record_wall_clock,
     training_metrics,
     write_json,
 )
@@ -134,10 +134,10 @@ def test_config_resolves_the_training_budget_and_refuses_repeats() -> None:
         TransferConfig.from_dict({"episodes": 0})
 
 
-def test_wall_clock_adds_up_over_runs(tmp_path: Path) -> None:
+def test_wall_clock_is_the_trainers_total_and_counts_runs(tmp_path: Path) -> None:
     path = tmp_path / "wall_clock.json"
-    add_wall_clock(path, 2.5)
-    add_wall_clock(path, 1.0)
+    record_wall_clock(path, 2.5)
+    record_wall_clock(path, 3.5)  # a resumed run: the trainer's seconds include the first run's
     assert json.loads(path.read_text()) == {"seconds": 3.5, "runs": 2}
     assert not list(tmp_path.glob(".*.tmp"))  # written by rename
 
