@@ -110,7 +110,7 @@ class StudentTrainer:
         # seconds spent training, summed over the runs that resumed this one (as of the last checkpoint):
         # a run killed before its end still counts up to its last checkpoint
         self.train_seconds = 0.0
-        self._clock: tuple[float, float] = (time.monotonic(), 0.0)  # (this run's start, seconds before it)
+        self._counted_to = time.monotonic()  # the moment train_seconds counts up to
 
     @property
     def steps(self) -> int:
@@ -140,7 +140,7 @@ class StudentTrainer:
 
         robot, learner, n = self.robot, self.learner, self.cfg.num_envs
         robot.connect()
-        self._clock = (time.monotonic(), self.train_seconds)
+        self._counted_to = time.monotonic()
         obs = robot.reset(seed=self.cfg.seed + self.steps)
         last_frame = np.full(n, -np.inf)
         losses: dict[str, float] = {}
@@ -232,7 +232,9 @@ class StudentTrainer:
         """Learner state (weights only) + counters, the config beside it, the sample store; atomically."""
         ckpt_dir = self.out / "checkpoints"
         path = checkpoint_path(ckpt_dir, self.steps)
-        self.train_seconds = self._clock[1] + time.monotonic() - self._clock[0]
+        now = time.monotonic()
+        self.train_seconds += now - self._counted_to
+        self._counted_to = now
         state = {
             "learner": self.learner.save(),
             "episode_count": self.episode_count,
