@@ -102,6 +102,9 @@ class AlignedSample:
     teacher: TeacherEntry  # the teacher entry nearest `stamp`, |dt| <= tolerance_s
     future: np.ndarray  # (horizon, Dq) teacher states nearest stamp + h * period_s, zeros where none
     future_mask: np.ndarray  # (horizon,) bool, True where a target was found
+    # (horizon,) the teacher entries nearest stamp + h * period_s (their actions: what the teacher did when
+    # a frame this late is acted on), None where none
+    future_teacher: tuple[TeacherEntry | None, ...]
 
 
 def _frozen(values: np.ndarray) -> np.ndarray:
@@ -272,7 +275,8 @@ class AlignedBuffer:
                 future[i] = target.state
         return AlignedSample(stamp=frame.stamp, window=window, window_mask=np.arange(h) >= h - n,
                              window_ids=ids, payload=frame.payload, teacher=teacher, future=future,
-                             future_mask=np.array([t is not None for t in targets]))  # fmt: skip
+                             future_mask=np.array([t is not None for t in targets]),
+                             future_teacher=tuple(targets))  # fmt: skip
 
     def _prune(self, now: float) -> None:
         """Drop the teacher entries no pending or future frame can join (the eviction rule above)."""

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from opd.aligned_buffer import AlignConfig, AlignedBuffer, AlignedSample, StudentEntry, TeacherEntry
 from opd.augment import random_shift
@@ -77,6 +77,15 @@ class DistillConfig(Config):
     # Polyak averaging smooths the update-to-update swings of a student that imitates a small store.
     acting_ema: float = Field(0.0, ge=0.0, lt=1.0)
     state_std_min: float = Field(0.01, gt=0)  # floor of a teacher-state field's std, field units
+    # Each sample's skill and parameter losses weighted by (share of its teacher skill in the store)^-balance,
+    # normalised to mean 1 over the batch: 0 = uniform; 1 = every skill weighs the same in total. A student
+    # that drives well mostly sees the teacher drive, so the rarer turns and stops it must copy near
+    # obstacles weigh little under uniform weights.
+    skill_balance: float = Field(0.0, ge=0.0, le=1.0)
+    # The action label of a frame stamped t is the teacher's action at t + label_lead * align.period_s
+    # (the newest found up to there), not at t: the student acts on a frame ~120 ms after it was taken,
+    # so a label at t teaches it to do late what the teacher did on time. 0 = the teacher's at t.
+    label_lead: int = Field(0, ge=0)  # control periods, at most predictor.horizon
 
 
 class OPDConfig(Config):
@@ -95,6 +104,15 @@ class OPDConfig(Config):
     distill: DistillConfig = Field(default_factory=DistillConfig)
     predictor: PredictorConfig = Field(default_factory=PredictorConfig)
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
+
+    @model_validator(mode="after")
+    def _lead_within_horizon(self) -> OPDConfig:
+        if self.distill.label_lead > self.predictor.horizon:
+            raise ValueError(
+                f"distill.label_lead ({self.distill.label_lead}) exceeds predictor.horizon "
+                f"({self.predictor.horizon}): the buffer finds teacher entries only that far ahead"
+            )
+        return self
 
 
 @dataclass(frozen=True)
@@ -481,20 +499,27 @@ class OnlineDistillation:
         err = np.sqrt(np.mean((pred - future) ** 2, axis=1))  # (H,) per-horizon RMS error
         m.horizon_error_sum += np.where(s.future_mask, err, 0.0)
         m.horizon_count += s.future_mask
+        label = self._label(s)
         row = {
             "embedding": s.window[-1],
             "window": s.window,
             "window_mask": s.window_mask,
             "window_ids": s.window_ids,
-            "teacher_logits": s.teacher.logits,
-            "teacher_skill": s.teacher.skill,
-            "teacher_params": s.teacher.params,
+            "teacher_logits": label.logits,
+            "teacher_skill": label.skill,
+            "teacher_params": label.params,
             "future": future,
             "future_mask": s.future_mask,
         }
         if self.store.spec.image_shape is not None:
             row.update({k: s.payload[k] for k in FRAME_KEYS})
         self.store.add(row, stream=env)
+
+    def _label(self, s: AlignedSample) -> TeacherEntry:
+        """The teacher entry whose action labels sample s: the newest found up to distill.label_lead
+        periods after its stamp (near an episode's end the later ones may be missing)."""
+        lead = self.cfg.distill.label_lead
+        return next((e for e in reversed(s.future_teacher[:lead]) if e is not None), s.teacher)
 
     def _new_metrics(self) -> EpisodeMetrics:
         h = self.align.horizon
@@ -515,10 +540,11 @@ class OnlineDistillation:
         head = self.student.head
         window = torch.cat([b["window"][:, :-1], emb[:, None]], dim=1)  # (B, T, E), newest with gradient
         dist = self.student.act_dist(window[:, -self.memory_frames :])
-        kl = categorical_kl(b["teacher_logits"], dist.logits).mean()
+        w = self._skill_weights(b["teacher_skill"])  # (B,)
+        kl = (categorical_kl(b["teacher_logits"], dist.logits) * w).mean()
         mask = head.slot_mask(b["teacher_skill"])
-        p_loss = masked_param_loss(
-            head.to_bounds(dist.mean), b["teacher_params"], mask, head.low, head.high
+        p_loss = (
+            masked_param_loss(head.to_bounds(dist.mean), b["teacher_params"], mask, head.low, head.high) * w
         ).mean()
         h0, c0 = self.predictor.initial_state(cfg.batch_size)
         pred, _, _ = self.predictor(window[:, -self.predictor_cfg.history :], h0, c0)  # (B, H, Dq)
@@ -539,6 +565,15 @@ class OnlineDistillation:
         if self.updates % cfg.sync_every == 0:
             self.sync_policy(average=True)
         return losses
+
+    def _skill_weights(self, skills: torch.Tensor) -> torch.Tensor:
+        """Per-sample loss weights (B,) from each teacher skill's share of the store (skill_balance)."""
+        balance = self.cfg.distill.skill_balance
+        if balance == 0.0:
+            return torch.ones(skills.shape[0])
+        share = self.store.skill_counts(self.contract.num_skills) / max(len(self.store), 1)  # (K,)
+        w = torch.from_numpy(np.maximum(share, 1e-3) ** -balance).float()[skills]  # (B,)
+        return w / w.mean()
 
     def sync_policy(self, average: bool = False) -> None:
         """Copy the learner's weights into the acting student, predictor and ensemble, in place under the

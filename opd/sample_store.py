@@ -138,6 +138,11 @@ class SampleStore:
             out["window_mask"] &= held
             return {k: torch.from_numpy(a) for k, a in out.items()}
 
+    def skill_counts(self, num_skills: int) -> np.ndarray:
+        """How many held rows carry each teacher skill. Shape: (K,)."""
+        with self.lock:
+            return np.bincount(self.arrays["teacher_skill"][: self.size], minlength=num_skills)
+
     def save(self, path: Path) -> None:
         """Write the filled part atomically (temporary file, then rename)."""
         fd, tmp = tempfile.mkstemp(suffix=".npz", dir=path.parent)

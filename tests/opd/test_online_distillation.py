@@ -76,8 +76,10 @@ def run(learner: OnlineDistillation, steps: int, t0: float = 0.0, embed_dim: int
     return decisions
 
 
-def test_samples_pair_each_frame_with_the_teacher_at_its_stamp_not_its_arrival(contract, student_cfg):
-    learner = make_learner(contract, student_cfg)
+@pytest.mark.parametrize("lead", [0, 2])
+def test_samples_pair_each_frame_with_the_teacher_at_its_stamp_not_its_arrival(contract, student_cfg, lead):
+    distill = {"train_encoder": False, "batch_size": 16, "capacity": 500, "label_lead": lead}
+    learner = make_learner(contract, student_cfg, distill=distill)
     run(learner, 60)
     n, rows = len(learner.store), learner.store.arrays
     assert n > 20
@@ -94,14 +96,30 @@ def test_samples_pair_each_frame_with_the_teacher_at_its_stamp_not_its_arrival(c
         ok = rows["future_mask"][:n, h]
         assert ok.mean() > 0.9
         np.testing.assert_allclose(rows["future"][:n, h][ok], expect[ok], atol=1e-5)
-    # the label is the teacher's action on the state at the frame's stamp, LATENCY before it arrived
+    # the label is the teacher's action on the state at the frame's stamp, LATENCY before it arrived, or
+    # with a lead that many periods later (when the student acts on the frame)
+    at = nearest_teacher(stamps + lead * PERIOD)
     skill, params = learner.teacher.act(
-        np.concatenate(
-            [state_at(nearest_teacher(stamps)), np.tile(np.eye(contract.num_skills)[0], (n, 1))], axis=1
-        )
+        np.concatenate([state_at(at), np.tile(np.eye(contract.num_skills)[0], (n, 1))], axis=1)
     )
-    np.testing.assert_array_equal(rows["teacher_skill"][:n], skill)
-    np.testing.assert_allclose(rows["teacher_params"][:n], params, atol=1e-6)
+    ok = rows["future_mask"][:n, lead - 1] if lead else np.ones(n, bool)
+    np.testing.assert_array_equal(rows["teacher_skill"][:n][ok], skill[ok])
+    np.testing.assert_allclose(rows["teacher_params"][:n][ok], params[ok], atol=1e-6)
+    if lead:  # the teacher's actions differ between the two times: the test can tell them apart
+        assert not np.allclose(
+            params,
+            learner.teacher.act(
+                np.concatenate(
+                    [state_at(nearest_teacher(stamps)), np.tile(np.eye(contract.num_skills)[0], (n, 1))],
+                    axis=1,
+                )
+            )[1],
+        )
+
+
+def test_a_label_lead_beyond_the_predictor_horizon_is_refused():
+    with pytest.raises(ValueError, match="label_lead"):
+        OPDConfig.from_dict({"distill": {"label_lead": 4}, "predictor": {"horizon": 3}})
 
 
 def test_the_gate_picks_the_teacher_on_high_error_and_the_student_otherwise(contract, student_cfg):
@@ -462,3 +480,21 @@ def test_an_averaged_acting_student_moves_part_way_and_checkpoints_keep_it(contr
     again.load(torch.load(blob, weights_only=True))
     for k, v in learner.acting.state_dict().items():
         torch.testing.assert_close(again.acting.state_dict()[k], v, rtol=0, atol=0)
+
+
+def test_skill_balance_gives_every_skill_of_the_store_the_same_total_weight(contract, student_cfg):
+    distill = {"train_encoder": False, "batch_size": 16, "capacity": 500, "lr": 3e-3}
+    uniform = make_learner(contract, student_cfg, distill=distill)
+    balanced = make_learner(contract, student_cfg, distill={**distill, "skill_balance": 1.0})
+    for learner in (uniform, balanced):
+        run(learner, 120)
+    held = torch.from_numpy(balanced.store.arrays["teacher_skill"][: len(balanced.store)].copy())
+    counts = np.bincount(held.numpy(), minlength=contract.num_skills)
+    np.testing.assert_array_equal(balanced.store.skill_counts(contract.num_skills), counts)
+    assert (counts > 0).sum() >= 2 and counts.max() > 2 * counts[counts > 0].min()  # an uneven store
+    torch.testing.assert_close(uniform._skill_weights(held), torch.ones(len(held)))
+    w = balanced._skill_weights(held)  # over the whole store: each present skill sums to the same weight
+    totals = [float(w[held == k].sum()) for k in range(contract.num_skills) if counts[k]]
+    assert totals == pytest.approx([totals[0]] * len(totals), rel=1e-4)
+    assert float(w.mean()) == pytest.approx(1.0, rel=1e-5)
+    assert balanced.update()["loss/skill_kl"] > 0
