@@ -85,6 +85,8 @@ class SampleStore:
         self.pos = 0
         self.size = 0
         self.added = 0  # samples ever added (labels used), across evictions and resumes
+        # Sampling priorities (`sample(alpha=...)`): a new row gets the highest held, so it is seen soon.
+        self.priority = np.ones(capacity, np.float64)
         # A live node adds from its callbacks while a learner thread samples: a row is read whole or not.
         self.lock = threading.Lock()
 
@@ -97,6 +99,7 @@ class SampleStore:
             refs = self._frame_refs(row["window"], row["window_mask"], row["window_ids"], stream)
             for k, a in self.arrays.items():
                 a[self.pos] = refs if k == "frame_ref" else row[k]
+            self.priority[self.pos] = self.priority[: self.size].max(initial=1.0)
             self.pos = (self.pos + 1) % self.capacity
             self.size = min(self.size + 1, self.capacity)
             self.added += 1
@@ -129,14 +132,29 @@ class SampleStore:
         window[~held] = 0.0
         return window, held
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
-        """A uniform batch: the rows as added (window included). Shapes: (B, *row shape)."""
+    def sample(
+        self, batch_size: int, rng: np.random.Generator, alpha: float = 0.0
+    ) -> dict[str, torch.Tensor]:
+        """A batch of rows as added (window included), plus "index" (B,) for `set_priority`. Shapes:
+        (B, *row shape). alpha = 0: uniform; else row i with probability proportional to priority_i^alpha
+        (prioritised replay, Schaul et al. 2016; no importance weights: the bias towards the rows the
+        student gets wrong is the point)."""
         with self.lock:
-            idx = rng.integers(0, self.size, size=batch_size)
+            if alpha == 0.0:
+                idx = rng.integers(0, self.size, size=batch_size)
+            else:
+                p = self.priority[: self.size] ** alpha
+                idx = rng.choice(self.size, size=batch_size, p=p / p.sum())
             out = {k: a[idx] for k, a in self.arrays.items() if k != "frame_ref"}
+            out["index"] = idx
             out["window"], held = self._windows(self.arrays["frame_ref"][idx])
             out["window_mask"] &= held
             return {k: torch.from_numpy(a) for k, a in out.items()}
+
+    def set_priority(self, idx: np.ndarray, priority: np.ndarray) -> None:
+        """New priorities (B,) > 0 for the rows `idx` (B,) that `sample` gave (e.g. their losses)."""
+        with self.lock:
+            self.priority[idx] = priority
 
     def skill_counts(self, num_skills: int) -> np.ndarray:
         """How many held rows carry each teacher skill. Shape: (K,)."""
@@ -156,7 +174,7 @@ class SampleStore:
             refs = rows["frame_ref"]
             rows["frame_ref"] = np.where(refs >= first, refs - first, -1)
             frames = self.frames[(first + np.arange(n)) % self.frame_capacity]
-            np.savez(tmp, added=self.added, frames=frames, **rows)
+            np.savez(tmp, added=self.added, frames=frames, priority=self.priority[order], **rows)
             os.replace(tmp, path)
         finally:
             Path(tmp).unlink(missing_ok=True)
@@ -172,6 +190,9 @@ class SampleStore:
             n = min(len(data["frame_ref"]), self.capacity)
             for k, a in self.arrays.items():
                 a[:n] = data[k][len(data[k]) - n :]
+            self.priority[:] = 1.0  # a store saved before priorities: uniform
+            if "priority" in data:
+                self.priority[:n] = data["priority"][len(data["priority"]) - n :]
             frames = data["frames"]
             m = min(len(frames), self.frame_capacity)
             self.frames[:m] = frames[len(frames) - m :]

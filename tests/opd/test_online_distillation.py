@@ -498,3 +498,19 @@ def test_skill_balance_gives_every_skill_of_the_store_the_same_total_weight(cont
     assert totals == pytest.approx([totals[0]] * len(totals), rel=1e-4)
     assert float(w.mean()) == pytest.approx(1.0, rel=1e-5)
     assert balanced.update()["loss/skill_kl"] > 0
+
+
+def test_prioritised_updates_give_each_drawn_window_its_loss_as_priority(contract, student_cfg):
+    distill = {"train_encoder": False, "batch_size": 16, "capacity": 500, "priority_alpha": 0.6}
+    learner = make_learner(contract, student_cfg, distill=distill)
+    run(learner, 120)
+    n = len(learner.store)
+    assert np.all(learner.store.priority[:n] == 1.0)  # nothing drawn yet
+    learner.update()
+    changed = np.flatnonzero(learner.store.priority[:n] != 1.0)
+    assert 0 < len(changed) <= 16
+    assert np.all(learner.store.priority[changed] > 0)
+    uniform = make_learner(contract, student_cfg, distill={**distill, "priority_alpha": 0.0})
+    run(uniform, 120)
+    uniform.update()
+    assert np.all(uniform.store.priority[: len(uniform.store)] == 1.0)  # alpha 0 keeps batches uniform

@@ -129,3 +129,28 @@ def test_a_store_of_another_layout_is_refused_naming_the_array(tmp_path: Path):
     np.savez(tmp_path / "old.npz", added=3, window=np.zeros((3, 5, 4), np.float32))  # windows stored whole
     with pytest.raises(ValueError, match="'embedding'|'frames'"):
         SampleStore(SPEC, 10).load(tmp_path / "old.npz")
+
+
+def test_prioritised_batches_follow_the_priorities_and_new_rows_come_first(tmp_path: Path):
+    store, src = SampleStore(SPEC, 40), Streams(1)
+    for _ in range(40):
+        store.add(src.frame(0))
+    rng = np.random.default_rng(0)
+    uniform = store.sample(4000, rng)["index"].numpy()
+    assert np.bincount(uniform, minlength=40).min() > 50  # alpha 0: every row alike
+    prio = np.full(40, 1e-3)
+    prio[7] = 1.0  # the one row the student gets wrong
+    store.set_priority(np.arange(40), prio)
+    drawn = store.sample(4000, rng, alpha=1.0)["index"].numpy()
+    assert 0.9 < np.mean(drawn == 7) < 0.99  # 1 / (1 + 39e-3) = 0.96
+    softer = store.sample(4000, rng, alpha=0.5)["index"].numpy()
+    assert np.mean(softer == 7) < np.mean(drawn == 7)  # a lower alpha flattens the distribution
+    batch = store.sample(10, rng, alpha=1.0)
+    assert np.array_equal(batch["teacher_skill"].numpy(), batch["index"].numpy())  # row i was added i-th
+    store.add(src.frame(0))  # evicts row 0; the newest gets the highest priority held
+    assert store.priority[0] == 1.0
+    store.save(tmp_path / "store.npz")
+    again = SampleStore(SPEC, 40)
+    again.load(tmp_path / "store.npz")
+    moved = (np.arange(40) + 1) % 40  # the file is oldest first: row i is at i - 1 after a load
+    np.testing.assert_array_equal(again.priority[:40], store.priority[moved])
