@@ -189,8 +189,9 @@ class CollisionWitness:
     """A driver wrapper for the collision diagnostic (`agent eval student --collisions`): over each env's
     last `window` control steps it notes whether the nearest obstacle was inside the camera's view and the
     skill the driver and the teacher (acting on its own view, not driving) chose; at each collision it
-    keeps what was hit and those notes. It tells a student that does not see what it hits from one that
-    sees it and does not react."""
+    keeps what was hit, those notes, and where the nearest obstacle was at impact (in view or not, its
+    bearing). It tells a student that does not see what it hits from one that sees it and does not react,
+    and a head-on hit from a side clip of an obstacle that has left the view."""
 
     def __init__(
         self, driver: Policy, teacher: TeacherPolicy, num_envs: int, fields: tuple[str, ...],
@@ -202,11 +203,14 @@ class CollisionWitness:
         nearest = ViewObject(x="obstacle0_dx_m", y="obstacle0_dy_m", radius_m=OBSTACLE_RADIUS_M)
         self.view = TeacherView(ViewConfig(half_fov_deg=half_fov_deg, objects=[nearest]), fields)
         self.gap, self.wall = fields.index("obstacle0_gap_m"), fields.index("wall_gap_m")
+        self.dx, self.dy = fields.index("obstacle0_dx_m"), fields.index("obstacle0_dy_m")
         self.window_s, window = window_s, max(1, round(window_s * control_hz))
         self.sightings = teacher.new_memory(num_envs)  # the teacher's, when its view remembers
         self.recent = [deque(maxlen=window) for _ in range(num_envs)]  # (in view, own skill, teacher's)
         self.hazard = np.full(num_envs, "obstacle", dtype=object)  # the nearer of the two at the last step
-        self.collisions: list[tuple[str, bool, tuple[int, ...], tuple[int, ...]]] = []
+        self.bearing = np.zeros(num_envs)  # the nearest obstacle's bearing at the last step, deg, + = left
+        # (hazard, in view in the window, own skills, teacher's, in view at impact, bearing at impact)
+        self.collisions: list[tuple[str, bool, tuple[int, ...], tuple[int, ...], bool, float]] = []
 
     def __call__(self, obs: dict, info: dict, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         skill, params = self.driver(obs, info, started)
@@ -217,6 +221,7 @@ class CollisionWitness:
         would, _ = self.teacher.act(self.teacher.features(privileged, obs["skill"], seen=seen))
         in_view = self.view.visible(privileged)[:, 0]
         self.hazard = np.where(privileged[:, self.wall] < privileged[:, self.gap], "wall", "obstacle")
+        self.bearing = np.degrees(np.arctan2(privileged[:, self.dy], privileged[:, self.dx]))
         for i, recent in enumerate(self.recent):
             if started[i]:
                 recent.clear()
@@ -227,7 +232,8 @@ class CollisionWitness:
         """`run_episodes`' episode-end hook: keep env's notes if it collided."""
         if outcome == "collision" and self.recent[env]:
             in_view, own, would = zip(*self.recent[env], strict=True)
-            self.collisions.append((str(self.hazard[env]), any(in_view), own, would))
+            at_impact = (bool(in_view[-1]), float(self.bearing[env]))
+            self.collisions.append((str(self.hazard[env]), any(in_view), own, would, *at_impact))
 
     def report(self) -> dict:
         """Counts over the collisions: what was hit, the obstacles in view, each side's most chosen skill."""
@@ -237,12 +243,17 @@ class CollisionWitness:
             return dict(Counter(names[Counter(c[side]).most_common(1)[0][0]] for c in self.collisions))
 
         obstacles = [c for c in self.collisions if c[0] == "obstacle"]
+        bearings = [abs(c[5]) for c in obstacles]
+        quartiles = np.percentile(bearings, [25, 50, 75]).round(1).tolist() if bearings else None
         steps = [(o, w) for c in self.collisions for o, w in zip(c[2], c[3], strict=True)]
         return {
             "window_s": self.window_s,
             "count": len(self.collisions),
             "hazard": dict(Counter(c[0] for c in self.collisions)),
             "obstacle_in_view": sum(c[1] for c in obstacles),  # the nearest obstacle, in the window
+            "obstacle_in_view_at_impact": sum(c[4] for c in obstacles),
+            # |bearing| of the obstacle hit, deg (0 = dead ahead, 90 = abeam): quartiles
+            "impact_bearing_deg": quartiles,
             "skill": most_chosen(2),
             "teacher_skill": most_chosen(3),
             "agreement": round(float(np.mean([o == w for o, w in steps])), 4) if steps else None,

@@ -240,6 +240,8 @@ def test_the_collision_witness_keeps_what_was_hit_and_what_each_side_chose_befor
     witness.ended(1, "timeout")
     first = witness.report()
     assert first["count"] == 2 and first["hazard"] == {"obstacle": 2} and first["obstacle_in_view"] == 1
+    assert first["obstacle_in_view_at_impact"] == 1  # the second, hit while ahead; the first from behind
+    assert first["impact_bearing_deg"] == [45.0, 90.0, 135.0]  # dead ahead (0) and dead astern (180)
     assert first["skill"] == {"drive": 2} and first["window_s"] == 0.1
     would, _ = teacher.act(teacher.features(obs_for(ahead=False)["privileged"][:1], np.zeros(1, np.int64)))
     assert names[int(would[0])] in first["teacher_skill"] and sum(first["teacher_skill"].values()) == 2
@@ -250,8 +252,8 @@ def test_the_collision_witness_keeps_what_was_hit_and_what_each_side_chose_befor
     witness.ended(1, "collision")
     assert witness.collisions[-1][2] == (drive,)
     assert CollisionWitness(driver, teacher, 2, fields, 37.5, 20).report() == {
-        "window_s": 0.5, "count": 0, "hazard": {}, "obstacle_in_view": 0, "skill": {}, "teacher_skill": {},
-        "agreement": None,
+        "window_s": 0.5, "count": 0, "hazard": {}, "obstacle_in_view": 0, "obstacle_in_view_at_impact": 0,
+        "impact_bearing_deg": None, "skill": {}, "teacher_skill": {}, "agreement": None,
     }  # fmt: skip
 
 
