@@ -50,7 +50,9 @@ def load_teacher(path: str | Path) -> TeacherPolicy:
     meta = yaml.safe_load(meta_path.read_text())
     contract = SkillContract.from_dict(meta["contract"], str(meta_path))
     policy = TeacherPolicy(
-        int(meta["obs_dim"]), contract, TeacherConfig.from_dict(meta["teacher"], str(meta_path)),
+        int(meta["obs_dim"]),
+        contract,
+        TeacherConfig.from_dict(meta["teacher"], str(meta_path)),
         meta.get("privileged_fields"),
     )
     policy.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
@@ -82,6 +84,29 @@ def evaluate_teacher(
         return teacher.act(teacher.features(obs["privileged"], obs["skill"], memory=sightings))
 
     return run_episodes(envs, policy, episodes, seed, proxy is not None)
+
+
+def biased_student(artifact: str | Path, skill_bias: dict[str, float], out_dir: str | Path) -> Path:
+    """A diagnostic copy of a student artifact whose head adds `skill_bias` ({skill name: B}) to its skill
+    logits (the bias of the logit layer), so the deployed argmax, and with it the parameters the head gives
+    the chosen skill, shift towards or away from a skill: how much a more or less eager skill would
+    change. Written as a head version of the artifact (`policies.export.export_head_version`) from its
+    torch weights; returns its directory."""
+    from policies.artifact import Artifact
+    from policies.export import export_head_version
+    from policies.state_predictor import PredictorConfig, StatePredictor
+    from policies.student_policy import StudentConfig, StudentPolicy
+
+    base = Artifact.load(artifact)
+    m, root = base.manifest, str(base.root)
+    student = StudentPolicy(StudentConfig.from_dict(m["config"]["student"], root), base.contract)
+    student.load_state_dict(torch.load(base.path(m["weights"]["student"]), weights_only=True))
+    predictor = StatePredictor(PredictorConfig.from_dict(m["config"]["predictor"], root))
+    predictor.load_state_dict(torch.load(base.path(m["weights"]["predictor"]), weights_only=True))
+    with torch.no_grad():
+        for name, b in skill_bias.items():
+            student.head.logits.bias[base.contract.skill_id(name)] += b
+    return export_head_version(base, student, predictor, out_dir, 1)
 
 
 class StudentDriver:
@@ -366,9 +391,13 @@ def run_episodes(
         "proxy": proxy,
         "outcomes": outcomes,
         # where each kind of ending happens: the share of the tour done (markers reached / M) and when
-        "by_outcome": {k: {"progress_mean": round(float(np.mean([e[0] for e in v])), 4),
-                           "time_s_mean": round(float(np.mean([e[1] for e in v])), 3)}
-                       for k, v in sorted(ends.items())},  # fmt: skip
+        "by_outcome": {
+            k: {
+                "progress_mean": round(float(np.mean([e[0] for e in v])), 4),
+                "time_s_mean": round(float(np.mean([e[1] for e in v])), 3),
+            }
+            for k, v in sorted(ends.items())
+        },  # fmt: skip
     }
 
 

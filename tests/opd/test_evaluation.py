@@ -113,7 +113,6 @@ def test_the_student_driver_acts_on_each_envs_window_of_new_frames_from_its_epis
     np.testing.assert_array_equal(seen[2], [[1, 2, 3], [0, 0, 6]])
 
 
-
 def test_an_assist_overrides_the_student_exactly_in_its_regime_of_the_target() -> None:
     """unseen: from the moment a marker becomes the target until it first enters the field of view (not
     after it leaves again: seen is seen); out of view: whenever it is outside. The search turns left in
@@ -203,6 +202,7 @@ def test_the_command_line_offers_exactly_the_assists_the_evaluation_has() -> Non
 
     assert eval_command.ASSISTS == evaluation.ASSISTS
     assert eval_command.ASSIST_RANGE_M == evaluation.ASSIST_RANGE_M
+    assert eval_command.EVAL_SEED == evaluation.EVAL_SEED
 
 
 def test_the_collision_witness_keeps_what_was_hit_and_what_each_side_chose_before_it() -> None:
@@ -274,8 +274,12 @@ def test_the_student_evaluation_witnesses_every_collision_it_counts(tmp_path) ->
     predictor = PredictorConfig(in_dim=16, hidden=8)
     art = export_artifact(tmp_path / "student", student_cfg=cfg, predictor_cfg=predictor)
     sim = SimConfig.from_yaml(CONFIG_DIR / "mujoco.yaml")
-    sim = sim.model_copy(update={"task": sim.task.model_copy(update={"time_limit_s": 3.0}),
-                                 "imu": sim.imu.model_copy(update={"window": 8})})  # the tiny student's
+    sim = sim.model_copy(
+        update={
+            "task": sim.task.model_copy(update={"time_limit_s": 3.0}),
+            "imu": sim.imu.model_copy(update={"window": 8}),
+        }
+    )  # the tiny student's
     (tmp_path / "short.yaml").write_text(yaml.safe_dump(sim.model_dump(mode="json")))
     report = evaluate_student(load_student(art), 4, sim_config=tmp_path / "short.yaml", num_envs=2,
                               teacher=load_teacher(COMMITTED), collisions=True)  # fmt: skip
@@ -283,3 +287,46 @@ def test_the_student_evaluation_witnesses_every_collision_it_counts(tmp_path) ->
     assert report["collisions"]["count"] == report["outcomes"].get("collision", 0)
     with pytest.raises(ValueError, match="needs the teacher"):
         evaluate_student(load_student(art), 1, sim_config=tmp_path / "short.yaml", collisions=True)
+
+
+def test_a_skill_bias_moves_the_students_argmax_and_the_chosen_skill_keeps_the_heads_parameters(tmp_path):
+    from opd.evaluation import StudentDriver, biased_student
+    from policies.export import export_artifact
+    from policies.runtime import load_student
+    from policies.state_predictor import PredictorConfig
+    from policies.student_policy import StudentConfig
+
+    cfg = StudentConfig.from_dict({
+        "encoder": {"image": {"backbone": "resnet18", "height": 32, "width": 32}, "imu": {"window": 8,
+                    "conv_channels": [8]}, "fusion": {"dim": 16, "heads": 2, "queries": 2}, "embed_dim": 16},
+        "head": {"hidden": [16]},
+    })  # fmt: skip
+    art = export_artifact(tmp_path / "s", student_cfg=cfg, predictor_cfg=PredictorConfig(in_dim=16))
+    rng = np.random.default_rng(0)
+    n = 6
+    obs = {
+        "image": rng.integers(0, 255, (n, 32, 32, 3), dtype=np.uint8),
+        "imu": rng.normal(size=(n, 8, 6)).astype(np.float32),
+        "skill": np.zeros(n, np.int64),
+        "progress": rng.uniform(size=(n, 1)).astype(np.float32),
+        "step": np.full((n, 1), 5.0, np.float32),
+    }
+    info = {"episode_time_s": np.full(n, 1.0), "image_age_s": np.full(n, 0.1)}
+
+    def act(artifact):
+        runtime = load_student(artifact)
+        return (*StudentDriver(runtime, n)(obs, info, np.ones(n, bool)), runtime.contract)
+
+    plain, plain_params, contract = act(art)
+    same, same_params, _ = act(biased_student(art, {}, tmp_path / "zero"))
+    np.testing.assert_array_equal(same, plain)
+    np.testing.assert_allclose(same_params, plain_params, atol=1e-6)
+    other = next(k for k in range(contract.num_skills) if k != plain[0])
+    name = contract.names[other]
+    skill, params, _ = act(biased_student(art, {name: 1e4}, tmp_path / "eager"))
+    assert np.all(skill == other)
+    # the chosen skill's parameters are the head's for it, not the slot defaults of an unchosen skill
+    own = contract.layout.owner == other  # its slots: a skill the deployed head did not choose holds defaults
+    assert own.any() and not np.allclose(params[:, own], contract.layout.defaults[own], atol=1e-4)
+    with pytest.raises(ValueError, match="unknown skill"):
+        biased_student(art, {"fly": 1.0}, tmp_path / "bad")

@@ -11,6 +11,7 @@ import contextlib
 import json
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 import opd
@@ -23,6 +24,7 @@ DEFAULT_PROXY = SIM_DIR / "configs" / "proxy.yaml"
 ASSISTS = ("teacher_unseen", "search_unseen", "teacher_out_of_view", "teacher_far_in_view",
            "teacher_far_out_of_view")  # fmt: skip
 ASSIST_RANGE_M = 2.0  # m
+EVAL_SEED = 10_000  # opd.evaluation.EVAL_SEED
 DEFAULT_STUDENT = SIM_DIR / "robots" / "diffbot" / "student"  # the committed OPD student artifact
 OPD_CONFIGS = Path(opd.__file__).parent / "configs"
 
@@ -59,6 +61,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "the student and the teacher (on its own view, not driving) chose then")  # fmt: skip
     s.add_argument("--teacher", type=Path, default=DEFAULT_TEACHER,
                    help="teacher.pt for --assist teacher_* and --collisions")  # fmt: skip
+    s.add_argument("--seed", type=int, default=EVAL_SEED, help=f"seed of the first episode (default "
+                   f"{EVAL_SEED}: the held-out test seeds; e.g. 20000 for validation)")  # fmt: skip
+    s.add_argument(
+        "--skill-bias",
+        action="append",
+        default=[],
+        metavar="SKILL=B",
+        type=_skill_bias,
+        help="diagnostic: add B to the student's logit of SKILL (its head's bias, in a scratch copy of "
+        "the artifact), so that it picks SKILL more (B > 0) or less often (repeatable)",
+    )
     r = sub.add_parser(
         "transfer",
         help="sim-to-real benchmark: train sim_only, dagger, novelty and opd at one label budget, evaluate "
@@ -72,6 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--json", action="store_true", help="print the report as one JSON object")
 
 
+def _skill_bias(text: str) -> tuple[str, float]:
+    name, _, value = text.partition("=")
+    try:
+        return name, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected SKILL=B, B a number") from None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.what == "transfer":
         return run_transfer(args)
@@ -81,11 +102,19 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "student":
         from policies.runtime import load_student
 
-        runtime = load_student(args.artifact, backend=args.backend)
+        artifact = args.artifact
+        if args.skill_bias:
+            from opd.evaluation import biased_student
+
+            scratch = tempfile.TemporaryDirectory(prefix="agent-skill-bias-")
+            artifact = biased_student(artifact, dict(args.skill_bias), Path(scratch.name) / "student")
+        runtime = load_student(artifact, backend=args.backend)
         teacher = load_teacher(args.teacher) if args.assist or args.collisions else None
         report = evaluate_student(runtime, args.episodes, proxy=proxy, num_envs=args.envs,
                                   assist=args.assist, teacher=teacher, assist_range_m=args.assist_range,
-                                  collisions=args.collisions)  # fmt: skip
+                                  collisions=args.collisions, seed=args.seed)  # fmt: skip
+        if args.skill_bias:
+            report["skill_bias"] = dict(args.skill_bias)
     else:
         report = evaluate_teacher(
             load_teacher(args.checkpoint), args.episodes, proxy=proxy, num_envs=args.envs
