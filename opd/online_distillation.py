@@ -90,6 +90,12 @@ class DistillConfig(Config):
     # uniformly (opd.sample_store.SampleStore.sample): the few windows before an obstacle where the student
     # still drives and the teacher turns are ~1% of a store whose mean KL is ~0.02. 0 = uniform.
     priority_alpha: float = Field(0.0, ge=0.0, le=1.0)
+    # Weight of the memory's state loss: a linear read-out of the head's input (the newest embedding plus
+    # the memory's correction) predicts the teacher-side state one period after the newest frame, which
+    # for a remembering teacher holds the obstacles it has seen and no longer sees. The predictor reads
+    # only the last `predictor.history` frames, so nothing else asks the memory to keep where an obstacle
+    # went. Needs a head with memory; the read-out is for training only (not exported). 0 = off.
+    memory_state: float = Field(0.0, ge=0)
 
 
 class OPDConfig(Config):
@@ -210,11 +216,18 @@ class OnlineDistillation:
         self.novelty = (
             EnsembleNovelty(ec.embed_dim, self.contract, cfg.novelty) if cfg.switch == "novelty" else None
         )
+        if cfg.distill.memory_state > 0 and student.memory is None:
+            raise ValueError("distill.memory_state needs a head with memory (student memory.frames > 1)")
+        self.memory_readout = (
+            torch.nn.Linear(ec.embed_dim, self.state_dim) if cfg.distill.memory_state > 0 else None
+        )  # (B, E) -> (B, Dq)
         self.lock = threading.Lock()  # guards the acting copies against sync_policy from a learner thread
         self.acting, self.acting_predictor, self.acting_novelty = self._copies()
         params = list(self.student.parameters()) + list(self.predictor.parameters())
         if self.novelty is not None:
             params += list(self.novelty.parameters())
+        if self.memory_readout is not None:
+            params += list(self.memory_readout.parameters())
         if not cfg.distill.train_encoder:
             self.student.encoder.requires_grad_(False)
             params = [q for q in params if q.requires_grad]
@@ -543,7 +556,8 @@ class OnlineDistillation:
             emb = b["embedding"]
         head = self.student.head
         window = torch.cat([b["window"][:, :-1], emb[:, None]], dim=1)  # (B, T, E), newest with gradient
-        dist = self.student.act_dist(window[:, -self.memory_frames :])
+        feats = self.student.head_input(window[:, -self.memory_frames :])  # (B, E)
+        dist = self.student.head(feats)
         w = self._skill_weights(b["teacher_skill"])  # (B,)
         kl_each = categorical_kl(b["teacher_logits"], dist.logits)  # (B,)
         mask = head.slot_mask(b["teacher_skill"])
@@ -557,6 +571,12 @@ class OnlineDistillation:
         s_loss = ((pred - b["future"]) ** 2 * fmask).sum() / (fmask.sum() * pred.shape[-1]).clamp(min=1)
         loss = cfg.skill_kl * kl + cfg.params * p_loss + cfg.state_pred * s_loss
         losses = {"loss/skill_kl": kl.item(), "loss/params": p_loss.item(), "loss/state_pred": s_loss.item()}
+        if self.memory_readout is not None:
+            m_mask = fmask[:, 0]  # (B, 1): the next period's teacher state was found
+            m_err = (self.memory_readout(feats) - b["future"][:, 0]) ** 2 * m_mask  # (B, Dq)
+            m_loss = m_err.sum() / (m_mask.sum() * m_err.shape[-1]).clamp(min=1)
+            loss = loss + cfg.memory_state * m_loss
+            losses["loss/memory_state"] = m_loss.item()
         if self.novelty is not None:
             n_loss = self.novelty.loss(emb, b["teacher_logits"], b["teacher_skill"], b["teacher_params"])
             loss = loss + cfg.novelty * n_loss
@@ -634,6 +654,7 @@ class OnlineDistillation:
             "student": self.student.state_dict(),
             "predictor": self.predictor.state_dict(),
             "novelty": None if self.novelty is None else self.novelty.state_dict(),
+            "memory_readout": None if self.memory_readout is None else self.memory_readout.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "gate": self.gate.state_dict(),
             "steps": self.steps,
@@ -661,6 +682,8 @@ class OnlineDistillation:
             self.predictor.load_state_dict(state["predictor"])
             if self.novelty is not None:
                 self.novelty.load_state_dict(state["novelty"])
+            if self.memory_readout is not None:
+                self.memory_readout.load_state_dict(state["memory_readout"])
             self.optimizer.load_state_dict(state["optimizer"])
         except (RuntimeError, KeyError, TypeError, ValueError) as err:
             raise ValueError(f"OPD checkpoint does not fit this learner's config: {err}") from None

@@ -51,10 +51,14 @@ class StudentPolicy(nn.Module):
         """Embeddings the head acts on (W)."""
         return self.cfg.memory.frames
 
+    def head_input(self, frames: torch.Tensor) -> torch.Tensor:
+        """Window of embeddings (B, W, E), oldest first, zero rows before the episode's first frame -> what
+        the head acts on (B, E): the newest embedding, corrected by the memory when there is one."""
+        return frames[:, -1] if self.memory is None else self.memory(frames)
+
     def act_dist(self, frames: torch.Tensor) -> HybridDist:
-        """Window of embeddings (B, W, E), oldest first, zero rows before the episode's first frame ->
-        hybrid action distribution."""
-        return self.head(frames[:, -1] if self.memory is None else self.memory(frames))
+        """Window of embeddings (B, W, E), as `head_input` -> hybrid action distribution."""
+        return self.head(self.head_input(frames))
 
     def forward(
         self,

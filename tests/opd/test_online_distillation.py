@@ -514,3 +514,28 @@ def test_prioritised_updates_give_each_drawn_window_its_loss_as_priority(contrac
     run(uniform, 120)
     uniform.update()
     assert np.all(uniform.store.priority[: len(uniform.store)] == 1.0)  # alpha 0 keeps batches uniform
+
+
+def test_the_memory_state_loss_trains_a_readout_of_the_heads_memory_and_checkpoints_keep_it(
+    contract, student_cfg
+):
+    distill = {"train_encoder": False, "batch_size": 16, "capacity": 500, "lr": 3e-3, "memory_state": 1.0}
+    with pytest.raises(ValueError, match="memory_state needs a head with memory"):
+        make_learner(contract, student_cfg, distill=distill)
+    cfg = student_cfg.model_copy(update={"memory": student_cfg.memory.model_copy(update={"frames": 8})})
+    learner = make_learner(contract, cfg, distill=distill)
+    run(learner, 120)
+    gru = learner.student.memory.gru.weight_hh_l0.detach().clone()
+    losses = [learner.update()["loss/memory_state"] for _ in range(60)]
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])  # the read-out learns the teacher state
+    assert not torch.equal(learner.student.memory.gru.weight_hh_l0, gru)  # and its gradient reaches the GRU
+    blob = io.BytesIO()
+    torch.save(learner.save(), blob)
+    blob.seek(0)
+    again = make_learner(contract, cfg, seed=1, distill=distill)
+    again.load(torch.load(blob, weights_only=True))
+    for k, v in learner.memory_readout.state_dict().items():
+        torch.testing.assert_close(again.memory_readout.state_dict()[k], v, rtol=0, atol=0)
+    off = make_learner(contract, cfg, distill={**distill, "memory_state": 0.0})
+    run(off, 120)
+    assert off.memory_readout is None and "loss/memory_state" not in off.update()
