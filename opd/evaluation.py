@@ -94,15 +94,10 @@ def biased_student(artifact: str | Path, skill_bias: dict[str, float], out_dir: 
     torch weights; returns its directory."""
     from policies.artifact import Artifact
     from policies.export import export_head_version
-    from policies.state_predictor import PredictorConfig, StatePredictor
-    from policies.student_policy import StudentConfig, StudentPolicy
+    from policies.runtime.torch_backend import build_module
 
     base = Artifact.load(artifact)
-    m, root = base.manifest, str(base.root)
-    student = StudentPolicy(StudentConfig.from_dict(m["config"]["student"], root), base.contract)
-    student.load_state_dict(torch.load(base.path(m["weights"]["student"]), weights_only=True))
-    predictor = StatePredictor(PredictorConfig.from_dict(m["config"]["predictor"], root))
-    predictor.load_state_dict(torch.load(base.path(m["weights"]["predictor"]), weights_only=True))
+    student, predictor = build_module(base, "policy").policy, build_module(base, "predictor")
     with torch.no_grad():
         for name, b in skill_bias.items():
             student.head.logits.bias[base.contract.skill_id(name)] += b

@@ -85,8 +85,10 @@ class SampleStore:
         self.pos = 0
         self.size = 0
         self.added = 0  # samples ever added (labels used), across evictions and resumes
-        # Sampling priorities (`sample(alpha=...)`): a new row gets the highest held, so it is seen soon.
+        # Sampling priorities (`sample(alpha=...)`): a new row gets the highest one set so far, so it is
+        # seen soon (kept as a running maximum: `add` stays O(1)).
         self.priority = np.ones(capacity, np.float64)
+        self.max_priority = 1.0
         # A live node adds from its callbacks while a learner thread samples: a row is read whole or not.
         self.lock = threading.Lock()
 
@@ -99,7 +101,7 @@ class SampleStore:
             refs = self._frame_refs(row["window"], row["window_mask"], row["window_ids"], stream)
             for k, a in self.arrays.items():
                 a[self.pos] = refs if k == "frame_ref" else row[k]
-            self.priority[self.pos] = self.priority[: self.size].max(initial=1.0)
+            self.priority[self.pos] = self.max_priority
             self.pos = (self.pos + 1) % self.capacity
             self.size = min(self.size + 1, self.capacity)
             self.added += 1
@@ -155,6 +157,7 @@ class SampleStore:
         """New priorities (B,) > 0 for the rows `idx` (B,) that `sample` gave (e.g. their losses)."""
         with self.lock:
             self.priority[idx] = priority
+            self.max_priority = max(self.max_priority, float(np.max(priority)))
 
     def skill_counts(self, num_skills: int) -> np.ndarray:
         """How many held rows carry each teacher skill. Shape: (K,)."""
@@ -193,6 +196,7 @@ class SampleStore:
             self.priority[:] = 1.0  # a store saved before priorities: uniform
             if "priority" in data:
                 self.priority[:n] = data["priority"][len(data["priority"]) - n :]
+            self.max_priority = float(self.priority[:n].max(initial=1.0))
             frames = data["frames"]
             m = min(len(frames), self.frame_capacity)
             self.frames[:m] = frames[len(frames) - m :]

@@ -51,6 +51,15 @@ def make_learner(contract, student_cfg, n=2, seed=0, **opd) -> OnlineDistillatio
     return OnlineDistillation(StudentPolicy(student_cfg, contract), teacher, cfg, n, seed=seed)
 
 
+def reload_into(learner: OnlineDistillation, fresh: OnlineDistillation) -> OnlineDistillation:
+    """`fresh` after loading `learner`'s checkpoint through bytes, as a checkpoint goes (weights_only)."""
+    blob = io.BytesIO()
+    torch.save(learner.save(), blob)
+    blob.seek(0)
+    fresh.load(torch.load(blob, weights_only=True))
+    return fresh
+
+
 def state_at(t: np.ndarray) -> np.ndarray:
     """Synthetic privileged state at times t: smooth in t, so the future is predictable. Shape: (N, DQ)."""
     k = np.arange(DQ)
@@ -225,11 +234,7 @@ def test_save_then_load_restores_learning_exactly(contract, student_cfg):
     run(a, 120)
     for _ in range(5):
         a.update()
-    blob = io.BytesIO()
-    torch.save(a.save(), blob)  # through bytes, as a checkpoint goes: weights_only must load it
-    blob.seek(0)
-    b = make_learner(contract, student_cfg, seed=1)  # other weights until the load
-    b.load(torch.load(blob, weights_only=True))
+    b = reload_into(a, make_learner(contract, student_cfg, seed=1))  # other weights until the load
     b.store = a.store  # the trainer saves and restores the store beside the checkpoint
     la, lb = a.update(), b.update()
     assert la == lb
@@ -473,11 +478,7 @@ def test_an_averaged_acting_student_moves_part_way_and_checkpoints_keep_it(contr
     want = 0.75 * before + 0.25 * learner.student.state_dict()[name]
     torch.testing.assert_close(learner.acting.state_dict()[name], want)
     assert not torch.equal(learner.acting.state_dict()[name], learner.student.state_dict()[name])
-    blob = io.BytesIO()
-    torch.save(learner.save(), blob)
-    blob.seek(0)
-    again = make_learner(contract, student_cfg, seed=1, distill=distill)
-    again.load(torch.load(blob, weights_only=True))
+    again = reload_into(learner, make_learner(contract, student_cfg, seed=1, distill=distill))
     for k, v in learner.acting.state_dict().items():
         torch.testing.assert_close(again.acting.state_dict()[k], v, rtol=0, atol=0)
 
@@ -529,11 +530,7 @@ def test_the_memory_state_loss_trains_a_readout_of_the_heads_memory_and_checkpoi
     losses = [learner.update()["loss/memory_state"] for _ in range(60)]
     assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])  # the read-out learns the teacher state
     assert not torch.equal(learner.student.memory.gru.weight_hh_l0, gru)  # and its gradient reaches the GRU
-    blob = io.BytesIO()
-    torch.save(learner.save(), blob)
-    blob.seek(0)
-    again = make_learner(contract, cfg, seed=1, distill=distill)
-    again.load(torch.load(blob, weights_only=True))
+    again = reload_into(learner, make_learner(contract, cfg, seed=1, distill=distill))
     for k, v in learner.memory_readout.state_dict().items():
         torch.testing.assert_close(again.memory_readout.state_dict()[k], v, rtol=0, atol=0)
     off = make_learner(contract, cfg, distill={**distill, "memory_state": 0.0})

@@ -147,10 +147,15 @@ def test_prioritised_batches_follow_the_priorities_and_new_rows_come_first(tmp_p
     assert np.mean(softer == 7) < np.mean(drawn == 7)  # a lower alpha flattens the distribution
     batch = store.sample(10, rng, alpha=1.0)
     assert np.array_equal(batch["teacher_skill"].numpy(), batch["index"].numpy())  # row i was added i-th
-    store.add(src.frame(0))  # evicts row 0; the newest gets the highest priority held
+    store.add(src.frame(0))  # evicts row 0; the newest gets the highest priority set so far
     assert store.priority[0] == 1.0
+    store.set_priority(np.array([3]), np.array([2.5]))
+    store.add(src.frame(0))
+    assert store.priority[1] == 2.5
     store.save(tmp_path / "store.npz")
     again = SampleStore(SPEC, 40)
     again.load(tmp_path / "store.npz")
-    moved = (np.arange(40) + 1) % 40  # the file is oldest first: row i is at i - 1 after a load
+    moved = (np.arange(40) + 2) % 40  # the file is oldest first: row i is at i - 2 after a load
     np.testing.assert_array_equal(again.priority[:40], store.priority[moved])
+    again.add(src.frame(0))
+    assert again.priority[0] == 2.5  # the running maximum comes back with the priorities
