@@ -50,6 +50,7 @@ from policies.artifact import Artifact
 from policies.config import Config
 from policies.distill_losses import categorical_kl, masked_param_loss
 from policies.embedding_window import EmbeddingWindow
+from policies.image_encoder import widen_positions
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy
@@ -714,16 +715,24 @@ def learner_from_artifact(
     return learner
 
 
-def load_artifact_weights(learner: OnlineDistillation, artifact: Artifact, new_memory: bool = False) -> None:
+def load_artifact_weights(
+    learner: OnlineDistillation, artifact: Artifact, new_memory: bool = False, wider: bool = False
+) -> None:
     """The artifact's student and predictor torch weights (verified by its hashes) into the learner and its
     acting copies; weights that do not fit the learner are one error naming the artifact.
 
     `new_memory`: the artifact's head has no memory and the learner's head keeps its own (freshly built,
     zero-projection) `FrameMemory`, so it starts out acting as the artifact's student.
+    `wider`: the learner's camera is wider than the artifact's (same height): the image position embedding
+    is widened (`policies.image_encoder.widen_positions`).
     """
     weights = artifact.manifest["weights"]
     try:
         state = torch.load(artifact.path(weights["student"]), weights_only=True)
+        if wider:
+            image, pos = learner.student.cfg.encoder.image, "encoder.image.pos"
+            rows, cols = image.height // image.stride, image.width // image.stride
+            state[pos] = widen_positions(state[pos], rows, cols)
         missing, unexpected = learner.student.load_state_dict(state, strict=False)
         kept = {k for k in missing if new_memory and k.startswith("memory.")}
         if unexpected or set(missing) - kept:

@@ -294,18 +294,25 @@ class StudentTrainer:
         contract are this run's (a mismatch named, not a shape error deep in torch)."""
         manifest = artifact.manifest
         theirs = StudentConfig.from_dict(manifest["config"]["student"], f"{artifact.root}: config.student")
+        ours = self.student_cfg
         # A head without memory may grow one: this run's memory starts from zero (policies.frame_memory).
-        new_memory = theirs.memory.frames == 1 < self.student_cfg.memory.frames
-        if theirs.model_copy(update={"memory": self.student_cfg.memory}) != self.student_cfg or (
-            theirs.memory != self.student_cfg.memory and not new_memory
-        ):
+        new_memory = theirs.memory.frames == 1 < ours.memory.frames
+        # A camera may grow wider at one height: the image position embedding is widened.
+        width = ours.encoder.image.width
+        wider = theirs.encoder.image.width < width
+        image = theirs.encoder.image.model_copy(update={"width": width})
+        rest = theirs.model_copy(
+            update={"memory": ours.memory, "encoder": theirs.encoder.model_copy(update={"image": image})}
+        )
+        memory_fits = theirs.memory == ours.memory or new_memory
+        if rest != ours or theirs.encoder.image.width > width or not memory_fits:
             raise ValueError(f"{artifact.root}: its student config is not {self.cfg.student_config}")
         if artifact.contract.fingerprint != self.learner.contract.fingerprint:
             raise ValueError(f"{artifact.root}: its skill contract is not the teacher's")
         predictor = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
         if predictor != self.learner.predictor_cfg:
             raise ValueError(f"{artifact.root}: its predictor config differs from this run's")
-        load_artifact_weights(self.learner, artifact, new_memory)
+        load_artifact_weights(self.learner, artifact, new_memory, wider)
         origin = {"artifact": str(artifact.root), "manifest_sha256": sha256_file(artifact.root / MANIFEST)}
         (self.out / "init_from.json").write_text(json.dumps(origin, indent=2) + "\n")
         log.info("initialised from %s (manifest sha256 %s)", artifact.root, origin["manifest_sha256"][:16])

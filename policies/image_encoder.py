@@ -95,6 +95,21 @@ class ImageEncoder(nn.Module):
         return self.proj(x) + self.pos  # (B, N, dim)
 
 
+def widen_positions(pos: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """A narrower camera's image position embedding for a wider one at the same height and stride.
+
+    Shape: (1, rows * c, D) -> (1, rows * cols, D), cols >= c. At one vertical field of view a wider frame
+    shows the narrower one's scene at its centre at the same pixel scale (MuJoCo's `fovy` is vertical), so
+    the centre columns keep their embeddings and each added column starts as the nearest edge column.
+    """
+    _, n, dim = pos.shape
+    if n % rows or cols < n // rows:
+        raise ValueError(f"cannot widen {n} image tokens in {rows} rows to {cols} columns")
+    narrow = n // rows
+    index = (torch.arange(cols) - (cols - narrow) // 2).clamp(0, narrow - 1)  # (cols,) source column
+    return pos.view(1, rows, narrow, dim)[:, :, index].reshape(1, rows * cols, dim)
+
+
 def load_trunk_weights(resnet: nn.Module, weights: str | None) -> str:
     """Load a local torchvision ResNet state_dict if given; return where the weights came from.
 

@@ -218,6 +218,51 @@ def test_a_shipped_student_grows_a_memory_that_starts_as_it_acted_and_learns(tmp
         refused._resume()
 
 
+def with_image(tmp_path: Path, name: str, **image: int) -> str:
+    """A copy of the tiny student config with other image sizes, as a file."""
+    encoder = {**TINY_STUDENT["encoder"], "image": {**TINY_STUDENT["encoder"]["image"], **image}}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({**TINY_STUDENT, "encoder": encoder}))
+    return str(path)
+
+
+def test_a_shipped_student_starts_a_run_with_a_wider_camera(tmp_path: Path) -> None:
+    """init_from an artifact whose camera is narrower at the same height: every weight is kept, the image
+    position embedding keeps its columns at the centre, the run renders, learns and deploys the wider
+    frame; a narrower or taller camera is refused."""
+    import numpy as np
+
+    from policies.image_encoder import widen_positions
+    from policies.runtime import load_student
+
+    base = StudentTrainer(tiny(tmp_path, total_steps=120), tmp_path / "base")
+    base.run()
+    artifact = base.export_artifact()
+    pos = "encoder.image.pos"
+    cfg = tiny(tmp_path, init_from=str(artifact), student_config=with_image(tmp_path, "wide", width=64))
+    tuned = StudentTrainer(cfg, tmp_path / "wide")
+    tuned._resume()
+    shipped = torch.load(artifact / "student.pt", weights_only=True)
+    state = tuned.learner.get_policy()[0].state_dict()
+    assert state[pos].shape[1] == 2 * shipped[pos].shape[1]  # 8 x 16 tokens, not 8 x 8
+    assert torch.equal(state[pos], widen_positions(shipped[pos], 8, 16))
+    assert all(torch.equal(v, state[k]) for k, v in shipped.items() if k != pos)
+    tuned.robot.close()
+    tuned = StudentTrainer(cfg, tmp_path / "wide")
+    tuned.run()
+    assert not torch.equal(torch.load(tmp_path / "wide" / "student.pt", weights_only=True)[pos], state[pos])
+    rt = load_student(tuned.export_artifact(), "onnxruntime")
+    emb, _ = rt.encode(np.zeros((1, 32, 64, 3), np.uint8), np.zeros((1, rt.imu_window, 6), np.float32),
+                       np.zeros(1, np.int64), np.zeros(1, np.float32), np.zeros(1, np.float32))  # fmt: skip
+    assert rt.image_hw == (32, 64) and np.isfinite(emb).all()
+    narrower = tiny(tmp_path, init_from=str(tmp_path / "wide" / "artifact"),
+                    student_config=with_image(tmp_path, "narrow", width=32))  # fmt: skip
+    taller = tiny(tmp_path, init_from=str(artifact), student_config=with_image(tmp_path, "tall", height=64))
+    for i, refused in enumerate((narrower, taller)):
+        with pytest.raises(ValueError, match="student config"):
+            StudentTrainer(refused, tmp_path / f"refused{i}")._resume()
+
+
 def test_an_artifact_deploys_with_the_teacher_it_was_distilled_from_or_refuses(tmp_path: Path) -> None:
     """Its predictor predicts what that teacher sees: another teacher in its place is refused, not used."""
     import shutil

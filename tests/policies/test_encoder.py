@@ -70,6 +70,22 @@ def test_fewer_trunk_stages_halve_the_stride_and_shrink_the_trunk():
     EncoderConfig.from_dict({"image": {"stages": 3, "height": 48}})  # 48 = 3 x 16 is fine at stride 16
 
 
+def test_a_wider_camera_keeps_the_narrow_position_embedding_at_its_centre():
+    from policies.image_encoder import widen_positions
+
+    pos = torch.arange(2 * 3 * 4, dtype=torch.float32).view(1, 6, 4)  # 2 rows x 3 columns, dim 4
+    wide = widen_positions(pos, rows=2, cols=7).view(1, 2, 7, 4)
+    narrow = pos.view(1, 2, 3, 4)
+    assert torch.equal(wide[:, :, 2:5], narrow)  # the centre columns are the narrow camera's
+    assert torch.equal(wide[:, :, :2], narrow[:, :, :1].expand(-1, -1, 2, -1))  # the left edge repeated
+    assert torch.equal(wide[:, :, 5:], narrow[:, :, 2:].expand(-1, -1, 2, -1))  # and the right one
+    assert torch.equal(widen_positions(pos, 2, 3), pos)
+    with pytest.raises(ValueError, match="cannot widen"):
+        widen_positions(pos, rows=2, cols=2)  # narrower
+    with pytest.raises(ValueError, match="cannot widen"):
+        widen_positions(pos, rows=4, cols=8)  # 6 tokens are not 4 rows
+
+
 def test_loads_a_local_trunk_weights_file_and_says_which(tmp_path, tiny_cfg, contract):
     torch.manual_seed(3)
     ref = torchvision.models.resnet18(weights=None)

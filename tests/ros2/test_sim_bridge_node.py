@@ -31,6 +31,8 @@ def bridge(ros_context: Context, request: pytest.FixtureRequest) -> Iterator[Rig
         Parameter("drive", value=getattr(request, "param", "student")),
         Parameter("command_deadline_s", value=0.2),  # generous: the test answers from Python on a busy CPU
         Parameter("command_timeout_s", value=0.4),
+        Parameter("camera_width", value=64),  # a wide frame, as a wide-camera student's artifact asks
+        Parameter("camera_height", value=32),
     ]
     node = SimBridgeNode(context=ros_context, parameter_overrides=params)
     probe = Probe(ros_context)
@@ -96,6 +98,8 @@ def test_outputs_carry_honest_stamps_and_commands_drive_the_robot_within_the_con
     assert on_grid(imu, spec.imu_hz) and np.all(np.diff(imu) > 0) and imu[-1] <= received_at
     assert np.diff(imu).min() == pytest.approx(1 / spec.imu_hz, abs=1e-6)
     assert list(probe.received[PRIVILEGED][-1].name) == privileged_names(spec.privileged_fields)
+    frame = probe.received[CAMERA][-1]
+    assert (frame.height, frame.width, len(frame.data)) == (32, 64, 32 * 64 * 3)  # rendered at that size
 
     stats = node.loop.stats()
     # Answers were matched to their frames. Not all 20: on a loaded CPU the first cycles of a fresh loop can

@@ -159,7 +159,7 @@ def start_node(
         if name == "teacher":
             params |= {"checkpoint": str(tiny_teacher)}
         if name == "sim_bridge":
-            params |= {"drive": "student", "camera_size": 32}
+            params |= {"drive": "student", "camera_width": 32, "camera_height": 32}
         module = __import__(f"agent.nodes.{name}", fromlist=["x"])
         cls = {"encoder": "EncoderNode", "policy": "PolicyNode", "opd": "OpdNode", "teacher": "TeacherNode",
                "sim_bridge": "SimBridgeNode"}[name]  # fmt: skip

@@ -349,9 +349,12 @@ NODES: tuple[NodeSpec, ...] = (
             Param("sim_config", "", "simulator YAML (sim/config.py); empty = the sim package's <sim>.yaml"),
             Param("camera_hz", 20, "camera rate; 20 = one frame per control period, the camera topic's "
                   "rate; 0 = the simulator YAML's", "Hz", 0, 1000),
-            Param("camera_size", 0, "square camera image rendered, px (a multiple of 8); 0 = the simulator "
-                  "YAML's. `agent run` sets the artifact's input size, so the student sees frames rendered "
-                  "as in its training rather than resized", "px", 0, 2048),
+            Param("camera_width", 0, "camera image width rendered, px; 0 = the simulator YAML's. `agent run` "
+                  "sets the artifact's input size, so the student sees frames rendered as in its training "
+                  "rather than resized (the vertical field of view is the robot's: a wider frame sees wider)",
+                  "px", 0, 2048),
+            Param("camera_height", 0, "camera image height rendered, px; 0 = the simulator YAML's",
+                  "px", 0, 2048),
             Param("seed", 0, "seed of the first episode; episode i draws its layout from seed + i",
                   "", 0, 2**31 - 1),
             Param("proxy", False, "wrap the backend in the real-robot proxy (latency, noise, randomisation)"),

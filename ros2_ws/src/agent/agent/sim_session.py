@@ -75,16 +75,17 @@ class SessionConfig:
         node = {name: params[name]["ros__parameters"] for name in params}
         node["encoder"].update(inference_threads=self.threads)
         node["policy"].update(inference_threads=self.threads)
-        node["sim_bridge"].update(camera_size=self.camera_size(), proxy=self.proxy,
+        height, width = self.camera_hw()
+        node["sim_bridge"].update(camera_width=width, camera_height=height, proxy=self.proxy,
                                   real_time_factor=float(self.speed), seed=self.seed)  # fmt: skip
         node["teacher"].update(checkpoint=str(self.teacher or ""))
         node["opd"].update(teacher_checkpoint=str(self.teacher or ""), learn=self.learn)  # the same teacher
         return params
 
-    def camera_size(self) -> int:
-        """The artifact's square input size (the sim renders it), or 0 (the sim's own) for another shape."""
+    def camera_hw(self) -> tuple[int, int]:
+        """The artifact's input (height, width): the sim renders it."""
         image = json.loads((self.artifact_dir / "manifest.json").read_text())["preprocessing"]["image"]
-        return image["height"] if image["height"] == image["width"] else 0
+        return image["height"], image["width"]
 
 
 @dataclass(frozen=True)

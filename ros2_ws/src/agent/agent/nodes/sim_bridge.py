@@ -57,16 +57,15 @@ IMU, CAMERA, COMMAND = "/imu/data", "/camera/image_raw", "/opd/action"
 ODOM_FIELDS = ("odom_x_m", "odom_y_m", "odom_yaw_rad", "odom_v_mps", "odom_w_radps")  # proprio columns
 
 
-def sim_config(sim_name: str, path: str, camera_hz: int, camera_size: int = 0) -> SimConfig:
-    """The simulator config of one env: `path` or the sim package's <sim>.yaml, camera rate (and square
-    image size) overridden where given."""
+def sim_config(sim_name: str, path: str, camera_hz: int, width: int = 0, height: int = 0) -> SimConfig:
+    """The simulator config of one env: `path` or the sim package's <sim>.yaml, camera rate and image
+    width and height overridden where given (non-zero)."""
     cfg = SimConfig.from_yaml(path or SIM_CONFIGS / f"{sim_name}.yaml")
     data = cfg.model_dump()
     data["num_envs"] = 1
     if camera_hz:
         data["rates"]["camera_hz"] = camera_hz
-    if camera_size:
-        data["camera"].update(width=camera_size, height=camera_size)
+    data["camera"].update({k: v for k, v in (("width", width), ("height", height)) if v})
     return SimConfig.from_dict(data, source=f"{path or sim_name} (sim_bridge)")
 
 
@@ -80,7 +79,7 @@ class SimBridgeNode(AgentNode):
 
     def configure(self) -> None:
         s = self.settings()
-        cfg = sim_config(s["sim"], s["sim_config"], s["camera_hz"], s["camera_size"])
+        cfg = sim_config(s["sim"], s["sim_config"], s["camera_hz"], s["camera_width"], s["camera_height"])
         robot: RobotInterface = make_backend(cfg)
         if s["proxy"]:
             proxy = ProxyConfig.from_yaml(s["proxy_config"] or SIM_CONFIGS / "proxy.yaml")
