@@ -4,10 +4,13 @@
 config, `total_steps` and seed: one teacher label per student frame, so the same label budget), then runs
 each final student acting alone on the real-robot proxy on held-out seeds (`EVAL_SEED` + i) with a 95%
 Wilson interval, and the teacher on the same proxy episodes. The report compares them against the issue's
-targets (`Targets`).
+targets (`Targets`). With `pretrain`, a student is first trained in the clean sim and every method starts
+from it: the seed's setting, a sim-trained student deployed on the robot and adapted there (sim_only then
+goes on in the clean sim with the same budget).
 
 Output directory (rerunning the same command resumes; finished steps are not redone):
     config.yaml                    resolved TransferConfig
+    pretrain/                      with `pretrain`: the sim-trained start (trainer output, eval.json)
     <method>/                      StudentTrainer's output (checkpoints, history.jsonl, student.pt, artifact/)
     <method>/wall_clock.json       training seconds summed over the runs that trained it (the trainer's,
                                    kept in its checkpoints: a killed run counts to its last checkpoint)
@@ -47,6 +50,13 @@ class Targets(Config):
     intervention_last20: float = Field(0.1, ge=0, le=1)  # teacher share of decisions, last 20%, fraction
 
 
+class PretrainConfig(Config):
+    """The student every method starts from, trained in the clean sim (as sim_only)."""
+
+    train_config: str  # StudentTrainConfig YAML; its method is set to sim_only
+    total_steps: int | None = Field(None, ge=1)  # decisions; None = the config's
+
+
 class TransferConfig(Config):
     """One transfer benchmark: which methods, how long each trains, how many evaluation episodes."""
 
@@ -57,6 +67,7 @@ class TransferConfig(Config):
     num_envs: int = Field(16, ge=1)  # evaluation episodes run side by side (one backend object), envs
     seed: int = 0  # training seed of every method (overrides the training config's)
     backend: str = "onnxruntime"  # runtime backend the students are evaluated with (torch, onnxruntime)
+    pretrain: PretrainConfig | None = None  # None: every method starts from scratch
     targets: Targets = Field(default_factory=Targets)
 
     @field_validator("methods")
@@ -74,6 +85,15 @@ class TransferConfig(Config):
             update["method"] = method
         return StudentTrainConfig.from_dict({**base.model_dump(), **update}, self.train_config)
 
+    def pretrain_train(self) -> StudentTrainConfig:
+        """The training config of the sim-trained start (requires `pretrain`), with this benchmark's seed."""
+        assert self.pretrain is not None
+        path = self.pretrain.train_config
+        base = StudentTrainConfig.from_yaml(from_root(path))
+        steps = self.pretrain.total_steps or base.total_steps
+        update = {"method": "sim_only", "seed": self.seed, "total_steps": steps}
+        return StudentTrainConfig.from_dict({**base.model_dump(), **update}, path)
+
 
 class TransferBenchmark:
     """Trains, evaluates and summarises each method into `out`; `run()` resumes what is missing."""
@@ -87,22 +107,59 @@ class TransferBenchmark:
     def run(self) -> dict[str, Any] | None:
         """Every method trained and evaluated, and the teacher evaluated; the report dict, or None when
         training was stopped (SIGINT/SIGTERM after a checkpoint)."""
+        start = None
+        if self.cfg.pretrain is not None:
+            start = self.pretrained(needed=not all(self._finished(m) for m in self.cfg.methods))
+            if start is None:
+                return None
         methods: dict[str, dict[str, Any]] = {}
         for method in self.cfg.methods:
-            result = self.method(method)
+            result = self.method(method, start)
             if result is None:
                 return None
             methods[method] = result
-        return build_report(self.cfg, self.base, self.teacher(), methods, self.command)
+        pretrain = self._pretrain_result() if self.cfg.pretrain is not None else None
+        return build_report(self.cfg, self.base, self.teacher(), methods, self.command, pretrain)
 
-    def method(self, method: str) -> dict[str, Any] | None:
-        """Train (resuming) and evaluate `method` unless its artifact and evaluation are already there."""
+    def pretrained(self, needed: bool = True) -> Path | None:
+        """The sim-trained start's artifact, trained (resuming) and evaluated unless done; None when its
+        training was stopped. Its eval.json alone stands for it once no method needs its artifact."""
+        out = self.out / "pretrain"
+        steps = self.cfg.pretrain_train().total_steps
+        evaluation = read_json(out / "eval.json")
+        done = evaluation is not None and evaluation["steps"] >= steps
+        if done and (not needed or (out / "artifact" / "manifest.json").is_file()):
+            return out / "artifact"
+        trainer = StudentTrainer(self.cfg.pretrain_train(), out)
+        try:
+            if trainer.run() is None:
+                return None
+        finally:
+            record_wall_clock(out / "wall_clock.json", trainer.train_seconds)
+        artifact = trainer.export_artifact()
+        if not done:
+            write_json(out / "eval.json", {"steps": trainer.steps, **self._evaluate_student(artifact)})
+        return artifact
+
+    def _pretrain_result(self) -> dict[str, Any]:
+        out = self.out / "pretrain"
+        evaluation = read_json(out / "eval.json")
+        assert evaluation is not None  # written by `pretrained` before any method trained
+        wall = read_json(out / "wall_clock.json") or {"seconds": 0.0}
+        rows = read_history(out / "history.jsonl")
+        labels = rows[-1]["labels"] if rows else None
+        return {**summary(evaluation), "decisions": evaluation["steps"], "labels": labels,
+                "wall_clock_s": wall["seconds"]}  # fmt: skip
+
+    def method(self, method: str, start: Path | None = None) -> dict[str, Any] | None:
+        """Train (resuming; from the artifact `start` if given) and evaluate `method` unless its evaluation
+        is already there."""
         out = self.out / method
         evaluation = read_json(out / "eval.json")
-        if evaluation is not None and self._finished(evaluation):
+        if self._finished(method):
             log.info("%s: trained and evaluated already (%s)", method, out / "eval.json")
         else:
-            steps = self._train(method, out)
+            steps = self._train(method, out, start)
             if steps is None:
                 return None
             evaluation = {"steps": steps, **self._evaluate_student(out / "artifact")}
@@ -111,15 +168,25 @@ class TransferBenchmark:
         metrics = training_metrics(read_history(out / "history.jsonl"))
         return {**summary(evaluation), **metrics, "wall_clock_s": wall["seconds"]}
 
-    def _finished(self, evaluation: dict[str, Any]) -> bool:
-        """The evaluation is of a student trained to this budget, over this many episodes. eval.json is
-        written only after the exported artifact was evaluated, so a kept result directory needs neither
-        the artifact nor the checkpoints (a run can span machines with only the small files kept)."""
-        return evaluation["steps"] >= self.base.total_steps and evaluation["episodes"] == self.cfg.episodes
+    def _finished(self, method: str) -> bool:
+        """The method's evaluation is of a student trained to this budget, over this many episodes.
+        eval.json is written only after the exported artifact was evaluated, so a kept result directory
+        needs neither the artifact nor the checkpoints (a run can span machines with only the small files
+        kept)."""
+        evaluation = read_json(self.out / method / "eval.json")
+        return (
+            evaluation is not None
+            and evaluation["steps"] >= self.base.total_steps
+            and evaluation["episodes"] == self.cfg.episodes
+        )
 
-    def _train(self, method: str, out: Path) -> int | None:
-        """Train into `out` and export its artifact; the trained steps, or None when stopped."""
-        trainer = StudentTrainer(self.cfg.train(method), out)
+    def _train(self, method: str, out: Path, start: Path | None) -> int | None:
+        """Train into `out` (from the artifact `start` if given) and export its artifact; the trained
+        steps, or None when stopped."""
+        cfg = self.cfg.train(method)
+        if start is not None:
+            cfg = cfg.model_copy(update={"init_from": str(start)})
+        trainer = StudentTrainer(cfg, out)
         try:
             if trainer.run() is None:
                 return None
@@ -293,13 +360,16 @@ def build_report(
     teacher: dict[str, Any],
     methods: dict[str, dict[str, Any]],
     command: str,
+    pretrain: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report dict: per method, the teacher, derived figures, targets, the command and the config."""
+    """The report dict: per method, the teacher, the sim-trained start (None without one), derived
+    figures, targets, the command and the config."""
     extra = derived(methods, teacher)
     return {
         "command": command,
         "methods": methods,
         "teacher": teacher,
+        "pretrain": pretrain,
         "derived": extra,
         "targets": check_targets(methods, extra, cfg.targets),
         "eval_seed": EVAL_SEED,

@@ -82,11 +82,25 @@ def markdown(report: dict[str, Any]) -> str:
         f"+ i), with 95% Wilson intervals. Every method trained for {train['total_steps']:,} decisions (one "
         f"teacher label per student frame: the same label budget), seed {cfg['seed']}, from "
         f"`{cfg['train_config']}`.",
+    ]
+    start = report.get("pretrain")
+    if start is not None:
+        lines[-1] += (
+            " Every method started from one student trained in the clean sim"
+            f" (`{cfg['pretrain']['train_config']}`, {start['decisions']:,} decisions, the `pretrained` row):"
+            " sim_only went on in the clean sim, the others adapted on the proxy."
+        )
+    lines += [
         "",
         "| policy | success | 95% CI | episodes | labels | teacher decisions | teacher share "
         "| teacher share, last 20% | switches/min | training wall clock |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    if start is not None:
+        lines.append(
+            f"| pretrained | {pct(start['success_rate'])} | {ci(start['ci95'])} | {start['episodes']} "
+            f"| {number(start['labels'])} | - | 0% | 0% | 0 | {duration(start['wall_clock_s'])} |"
+        )
     for name, m in methods.items():
         switches = number(m["switches_per_min"], ".2f")
         lines.append(

@@ -190,3 +190,32 @@ def test_every_shipped_transfer_config_trains_every_method_from_a_teacher_that_e
         train = cfg.train(method)
         assert train.method == method and train.seed == cfg.seed
         assert from_root(train.teacher).is_file()
+
+
+@pytest.mark.slow
+def test_with_pretrain_every_method_starts_from_one_sim_trained_student(tmp_path: Path) -> None:
+    """The sim-trained start is trained once, evaluated, reported, and each method starts from it; once
+    every method is finished, its eval.json alone stands for it (nothing is retrained without it)."""
+    cfg = TransferConfig.from_dict({
+        "methods": ["opd"], "train_config": "opd/configs/student_quick.yaml", "total_steps": 64,
+        "episodes": 1, "num_envs": 1,
+        "pretrain": {"train_config": "opd/configs/student_quick.yaml", "total_steps": 96},
+    })  # fmt: skip
+    assert cfg.pretrain_train().method == "sim_only" and cfg.pretrain_train().total_steps == 96
+    report = TransferBenchmark(cfg, tmp_path).run()
+    assert report is not None
+    start = tmp_path / "pretrain" / "artifact"
+    origin = json.loads((tmp_path / "opd" / "init_from.json").read_text())
+    assert origin["artifact"] == str(start)  # the method started from the sim-trained student
+    pretrain = report["pretrain"]
+    assert pretrain["decisions"] == 96 and pretrain["episodes"] == 1 and pretrain["labels"] > 0
+    assert json.loads((tmp_path / "pretrain" / "eval.json").read_text())["steps"] == 96
+    assert "| pretrained |" in write_report(report, {}, tmp_path / "report").read_text()
+
+    import shutil
+
+    shutil.rmtree(start)  # another machine: only the small files were kept
+    shutil.rmtree(tmp_path / "pretrain" / "checkpoints")
+    again = TransferBenchmark(cfg, tmp_path).run()
+    assert again is not None and again["pretrain"] == pretrain and again["methods"] == report["methods"]
+    assert not start.exists()  # not retrained: no method needed it

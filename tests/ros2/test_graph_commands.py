@@ -92,7 +92,7 @@ def test_bench_graph_prints_its_figures_as_json(tiny_artifact: Path) -> None:
     lat = result["latency_ms"]
     assert lat["p50"] is not None and 0 < lat["p50"] <= lat["p99"] <= lat["max"]
     assert result["jitter_ms"]["p50"] <= result["jitter_ms"]["p99"]
-    assert result["image_size"] == 32 and result["targets"]["latency_p99_ms"] == 40.0
+    assert result["image_hw"] == [32, 32] and result["targets"]["latency_p99_ms"] == 40.0
     host = result["host"]  # None where the host reports no steal time (not Linux)
     if read_steal_s() is not None:
         assert host["steal_ms"] >= 0.0 and 0.0 <= host["steal_share"] <= 1.0

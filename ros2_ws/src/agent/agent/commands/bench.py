@@ -210,7 +210,7 @@ def run_graph(args: argparse.Namespace) -> int:
             steal.stop()
             session.close()
     result = graph_figures(progress, cfg.backend, cfg.drive)
-    result.update(precision=runtime.precision, image_size=runtime.image_hw[0], threads=cfg.threads,
+    result.update(precision=runtime.precision, image_hw=list(runtime.image_hw), threads=cfg.threads,
                   not_running=not_running, host=host_figures(steal, progress, period_s),
                   targets=GRAPH_TARGETS)  # fmt: skip
     if args.json:
@@ -267,7 +267,8 @@ def host_figures(steal: StealMonitor, p: Progress, period_s: float | None) -> di
 
 def _print_graph(r: dict) -> None:
     lat, jit = r["latency_ms"], r["jitter_ms"]
-    print(f"graph on MuJoCo, {r['backend']} {r['precision']} {r['image_size']}x{r['image_size']}, driven by "
+    height, width = r["image_hw"]
+    print(f"graph on MuJoCo, {r['backend']} {r['precision']} {width}x{height}, driven by "
           f"{r['drive']}, {r['duration_s']:g} s counted")  # fmt: skip
     print(f"  image stamp -> command: p50 {lat['p50']} ms, p99 {lat['p99']} ms, max {lat['max']} ms "
           f"(target p99 <= {GRAPH_TARGETS['latency_p99_ms']:g} ms)")  # fmt: skip
