@@ -190,6 +190,9 @@ def test_every_shipped_transfer_config_trains_every_method_from_a_teacher_that_e
         train = cfg.train(method)
         assert train.method == method and train.seed == cfg.seed
         assert from_root(train.teacher).is_file()
+    if cfg.pretrain is not None:
+        start = cfg.pretrain_train()
+        assert start.method == "sim_only" and start.seed == cfg.seed and from_root(start.teacher).is_file()
 
 
 @pytest.mark.slow
