@@ -225,7 +225,9 @@ def test_batched_model_outputs_change_no_decision(split_bag, monkeypatch) -> Non
     batched = Replay(split_bag, ARTIFACT, load_config(None))
     first = batched.run()
     assert batched.memo.hits["predictor"] >= 0.9 * first["decisions"]  # the speculation holds
-    assert batched.memo.hits["teacher"] > 0 and batched.memo.misses["head"] == 0
+    # the head's window is the committed student's memory (128 frames): after the episode reset halfway,
+    # every window differs from the one-episode speculation and is computed as live
+    assert batched.memo.hits["teacher"] > 0 and batched.memo.hits["head"] > 0
     monkeypatch.setattr(Replay, "_precompute", lambda self, *args: ModelMemo())
     single = Replay(split_bag, ARTIFACT, load_config(None)).run()
     assert single["decisions"] == first["decisions"]
@@ -233,4 +235,6 @@ def test_batched_model_outputs_change_no_decision(split_bag, monkeypatch) -> Non
         assert {k: v for k, v in a.items() if k != "threshold_mean"} == {
             k: v for k, v in b.items() if k != "threshold_mean"}  # fmt: skip
         assert a["threshold_mean"] == pytest.approx(b["threshold_mean"], rel=1e-6)
-    assert single["agreement"] == pytest.approx(first["agreement"], rel=1e-5)
+    assert single["agreement"].keys() == first["agreement"].keys()
+    for key, value in first["agreement"].items():  # None where the student never chose the teacher's skill
+        assert single["agreement"][key] == (value if value is None else pytest.approx(value, rel=1e-5))
