@@ -136,17 +136,24 @@ def export_version_main(argv: list[str]) -> None:
 
 
 class LearnerThread:
-    """Calls `learner.update()` on a daemon thread, at most `max_rate_hz`, until `stop()`.
+    """Calls `learner.update()` on a daemon thread, at most `max_rate_hz` and at most `max_share` of the
+    time (after an update of d seconds it rests d (1 / max_share - 1)), until `stop()`.
 
     The control callbacks only act and hand samples over; gradient steps happen here, and every
     `distill.sync_every` of them swap the acting weights in under the learner's lock, so acting never
-    waits for a gradient step. With a `VersionWriter`, new student versions are written here too.
+    waits for a gradient step. With a `VersionWriter`, new student versions are written here too. The
+    share bound leaves the control loop its CPU when an update takes longer than a period (a memory
+    head's windows on a 2-core robot computer): the thread would otherwise compute back to back.
     """
 
     def __init__(
-        self, learner: OnlineDistillation, max_rate_hz: float = 20.0, versions: VersionWriter | None = None
-    ) -> None:
+        self, learner: OnlineDistillation, max_rate_hz: float = 20.0, versions: VersionWriter | None = None,
+        max_share: float = 1.0,
+    ) -> None:  # fmt: skip
+        if not 0.0 < max_share <= 1.0:
+            raise ValueError(f"max_share must be in (0, 1], got {max_share}")
         self.learner, self.period_s, self.versions = learner, 1.0 / max_rate_hz, versions
+        self.max_share = max_share
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -172,9 +179,11 @@ class LearnerThread:
             while not self._stop.is_set():
                 t0 = time.monotonic()
                 self.learner.update()
+                busy = time.monotonic() - t0
                 if self.versions is not None and self.versions.due():
-                    self.versions.write(self.learner)
-                self._stop.wait(max(0.0, self.period_s - (time.monotonic() - t0)))
+                    self.versions.write(self.learner)  # in a child process: not counted as busy
+                rest = max(self.period_s - (time.monotonic() - t0), busy * (1.0 / self.max_share - 1.0))
+                self._stop.wait(rest)
         except Exception as err:  # noqa: BLE001 - reported on /diagnostics, acting goes on
             self.error = err
             log.exception("OPD learner thread stopped")

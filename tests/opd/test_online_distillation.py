@@ -319,6 +319,37 @@ def test_the_live_learner_thread_updates_beside_acting_and_reports_a_failure(con
     assert isinstance(thread.error, TypeError)
 
 
+def test_the_live_learner_thread_rests_in_proportion_to_its_updates() -> None:
+    """With max_share 1/4, every update of d seconds is followed by a rest of at least 3 d: a slow update
+    (a memory head's windows) cannot take the control loop's CPU."""
+    import time as _time
+
+    from opd.live import LearnerThread
+
+    class SlowLearner:
+        def __init__(self) -> None:
+            self.spans: list[tuple[float, float]] = []
+
+        def update(self) -> dict:
+            t0 = _time.monotonic()
+            _time.sleep(0.02 * (1 + len(self.spans) % 2))  # 20 or 40 ms
+            self.spans.append((t0, _time.monotonic()))
+            return {}
+
+    learner = SlowLearner()
+    thread = LearnerThread(learner, max_rate_hz=1000.0, max_share=0.25)  # type: ignore[arg-type]
+    thread.start()
+    deadline = _time.monotonic() + 10.0
+    while len(learner.spans) < 5 and _time.monotonic() < deadline:
+        _time.sleep(0.01)
+    thread.stop()
+    assert len(learner.spans) >= 5 and thread.error is None
+    for (start, end), (following, _) in zip(learner.spans, learner.spans[1:], strict=False):
+        assert following - end >= 3 * (end - start) * 0.99
+    with pytest.raises(ValueError, match="max_share"):
+        LearnerThread(learner, max_share=0.0)  # type: ignore[arg-type]
+
+
 def test_the_live_learner_writes_student_versions_that_deploy(contract, student_cfg, tmp_path):
     """Online updates reach the deployed student: versions with hashes, written atomically, newest kept."""
     from opd.live import LearnerThread, VersionWriter

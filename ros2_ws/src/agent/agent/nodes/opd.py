@@ -104,7 +104,10 @@ class OpdNode(AgentNode):
             if s["learn"] and s["version_every_s"] > 0:
                 root = s["versions_dir"] or default_versions_dir(artifact)
                 versions = VersionWriter(artifact, root, s["version_every_s"], self.announce_version)
-            self.learner_thread = LearnerThread(self.learner, versions=versions) if s["learn"] else None
+            self.learner_thread = None
+            if s["learn"]:
+                share = s["learn_share"]
+                self.learner_thread = LearnerThread(self.learner, versions=versions, max_share=share)
             self.stream = DecisionStream(self.learner)
         self.codec = ActionCodec(self.contract)
         self.mapping = TwistMapping(self.contract)
