@@ -143,7 +143,10 @@ def test_unusable_embeddings_do_not_keep_the_watchdog_quiet(policy: PolicyRig, u
     assert time.monotonic() - start >= 2.0
     assert stop in skills(probe, codec)[n:] and drive not in skills(probe, codec)[n:]
     reason = "nonfinite" if unusable == "nonfinite" else "model_input"
-    assert node.state_in.rejected[reason] == 40  # every one counted
+    # every one counted: refused, or on a busy host handled over input_timeout_s after it was stamped
+    # and dropped as late (the model never saw those either); none was used
+    assert node.state_in.rejected[reason] + node.state_in.dropped["late"] == 40
+    assert node.state_in.rejected[reason] >= 20
     assert node.fallback.stopped
     assert spin_until(
         executor,
