@@ -74,6 +74,18 @@ def test_the_compose_file_validates_against_the_compose_spec() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_compose_sim_renders_the_mounted_students_input_size() -> None:
+    """The robot service's artifact resizes whatever the sim sends; a frame of another aspect would reach
+    the student squashed, so the sim bridge renders the artifact's own height and width."""
+    services = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]
+    command = " ".join(services["sim"]["command"])
+    size = {k: int(v) for k, v in re.findall(r"camera_(width|height):=(\d+)", command)}
+    mount = next(v.split(":")[0] for v in services["robot"]["volumes"] if v.endswith(":/artifact:ro"))
+    manifest = json.loads((DOCKER / mount / "manifest.json").read_text())
+    image = manifest["preprocessing"]["image"]
+    assert size == {"width": image["width"], "height": image["height"]}
+
+
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
 def test_every_file_an_image_copies_exists(dockerfile: Path) -> None:
     copies = [args for word, args in instructions(dockerfile) if word == "COPY"]
