@@ -122,23 +122,29 @@ class TransferBenchmark:
         return build_report(self.cfg, self.base, self.teacher(), methods, self.command, pretrain)
 
     def pretrained(self, needed: bool = True) -> Path | None:
-        """The sim-trained start's artifact, trained (resuming) and evaluated unless done; None when its
-        training was stopped. Its eval.json alone stands for it once no method needs its artifact."""
+        """The sim-trained start's artifact (absolute), trained (resuming) and evaluated unless done; None
+        when its training was stopped. Its eval.json alone stands for it once no method needs its artifact;
+        a method that does, in a checkout holding only the small files, gets it retrained (deterministic
+        for the seed on a CPU, so the same start)."""
         out = self.out / "pretrain"
+        artifact = (out / "artifact").resolve()
         steps = self.cfg.pretrain_train().total_steps
         evaluation = read_json(out / "eval.json")
-        done = evaluation is not None and evaluation["steps"] >= steps
-        if done and (not needed or (out / "artifact" / "manifest.json").is_file()):
-            return out / "artifact"
-        trainer = StudentTrainer(self.cfg.pretrain_train(), out)
-        try:
-            if trainer.run() is None:
-                return None
-        finally:
-            record_wall_clock(out / "wall_clock.json", trainer.train_seconds)
-        artifact = trainer.export_artifact()
-        if not done:
-            write_json(out / "eval.json", {"steps": trainer.steps, **self._evaluate_student(artifact)})
+        trained = evaluation is not None and evaluation["steps"] >= steps
+        evaluated = trained and evaluation["episodes"] == self.cfg.episodes
+        present = (artifact / "manifest.json").is_file()
+        if evaluated and (present or not needed):
+            return artifact
+        if not (trained and present):
+            trainer = StudentTrainer(self.cfg.pretrain_train(), out)
+            try:
+                if trainer.run() is None:
+                    return None
+            finally:
+                record_wall_clock(out / "wall_clock.json", trainer.train_seconds)
+            trainer.export_artifact()
+        if not evaluated:  # first evaluated, or over another number of episodes than asked now
+            write_json(out / "eval.json", {"steps": steps, **self._evaluate_student(artifact)})
         return artifact
 
     def _pretrain_result(self) -> dict[str, Any]:

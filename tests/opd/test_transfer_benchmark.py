@@ -217,8 +217,14 @@ def test_with_pretrain_every_method_starts_from_one_sim_trained_student(tmp_path
 
     import shutil
 
+    shutil.rmtree(tmp_path / "pretrain" / "checkpoints")  # asked for more episodes: evaluated again, not
+    more = cfg.model_copy(update={"episodes": 2})  # retrained (its checkpoints are gone)
+    assert TransferBenchmark(more, tmp_path).pretrained(needed=False) == start
+    assert json.loads((tmp_path / "pretrain" / "eval.json").read_text())["episodes"] == 2
+    assert not (tmp_path / "pretrain" / "checkpoints").exists()
+    write_json(tmp_path / "pretrain" / "eval.json", {**json.loads(json.dumps(pretrain)), "steps": 96})
+
     shutil.rmtree(start)  # another machine: only the small files were kept
-    shutil.rmtree(tmp_path / "pretrain" / "checkpoints")
     again = TransferBenchmark(cfg, tmp_path).run()
     assert again is not None and again["pretrain"] == pretrain and again["methods"] == report["methods"]
     assert not start.exists()  # not retrained: no method needed it
