@@ -135,14 +135,8 @@ class TransferBenchmark:
         present = (artifact / "manifest.json").is_file()
         if evaluated and (present or not needed):
             return artifact
-        if not (trained and present):
-            trainer = StudentTrainer(self.cfg.pretrain_train(), out)
-            try:
-                if trainer.run() is None:
-                    return None
-            finally:
-                record_wall_clock(out / "wall_clock.json", trainer.train_seconds)
-            trainer.export_artifact()
+        if not (trained and present) and train_and_export(self.cfg.pretrain_train(), out) is None:
+            return None
         if not evaluated:  # first evaluated, or over another number of episodes than asked now
             write_json(out / "eval.json", {"steps": steps, **self._evaluate_student(artifact)})
         return artifact
@@ -192,14 +186,7 @@ class TransferBenchmark:
         cfg = self.cfg.train(method)
         if start is not None:
             cfg = cfg.model_copy(update={"init_from": str(start)})
-        trainer = StudentTrainer(cfg, out)
-        try:
-            if trainer.run() is None:
-                return None
-        finally:
-            record_wall_clock(out / "wall_clock.json", trainer.train_seconds)
-        trainer.export_artifact()
-        return trainer.steps
+        return train_and_export(cfg, out)
 
     def _evaluate_student(self, artifact: Path) -> dict[str, Any]:
         runtime = load_student(artifact, backend=self.cfg.backend)
@@ -226,6 +213,19 @@ class TransferBenchmark:
     def histories(self) -> dict[str, list[dict[str, Any]]]:
         """Each method's cleaned history.jsonl (see `read_history`)."""
         return {m: read_history(self.out / m / "history.jsonl") for m in self.cfg.methods}
+
+
+def train_and_export(cfg: StudentTrainConfig, out: Path) -> int | None:
+    """Train (resuming) into `out`, record its wall clock and export its artifact; the trained steps, or
+    None when training was stopped."""
+    trainer = StudentTrainer(cfg, out)
+    try:
+        if trainer.run() is None:
+            return None
+    finally:
+        record_wall_clock(out / "wall_clock.json", trainer.train_seconds)
+    trainer.export_artifact()
+    return trainer.steps
 
 
 def summary(evaluation: dict[str, Any]) -> dict[str, Any]:
