@@ -143,17 +143,21 @@ class LearnerThread:
     `distill.sync_every` of them swap the acting weights in under the learner's lock, so acting never
     waits for a gradient step. With a `VersionWriter`, new student versions are written here too. The
     share bound leaves the control loop its CPU when an update takes longer than a period (a memory
-    head's windows on a 2-core robot computer): the thread would otherwise compute back to back.
+    head's windows on a 2-core robot computer): the thread would otherwise compute back to back. The
+    share is an average; `nice` (Linux: per thread) makes the scheduler hand a core to the control loop's
+    threads the moment they need it, so an update in progress does not delay an answer.
     """
 
     def __init__(
         self, learner: OnlineDistillation, max_rate_hz: float = 20.0, versions: VersionWriter | None = None,
-        max_share: float = 1.0,
+        max_share: float = 1.0, nice: int = 0,
     ) -> None:  # fmt: skip
         if not 0.0 < max_share <= 1.0:
             raise ValueError(f"max_share must be in (0, 1], got {max_share}")
+        if not 0 <= nice <= 19:
+            raise ValueError(f"nice must be in [0, 19] (lowering a priority needs no privilege), got {nice}")
         self.learner, self.period_s, self.versions = learner, 1.0 / max_rate_hz, versions
-        self.max_share = max_share
+        self.max_share, self.nice = max_share, nice
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -170,6 +174,9 @@ class LearnerThread:
             self._thread = None
 
     def _run(self) -> None:
+        if self.nice and hasattr(os, "setpriority"):  # Linux: this thread only, never raised
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, max(self.nice, os.getpriority(os.PRIO_PROCESS, tid)))
         torch.set_num_threads(1)  # the control loop's inference keeps the other core
         # Adam drives weights into denormal floats, which slow every later forward pass ~10x on a CPU
         # (measured in student training). Flushed on this thread only (the flag is per thread): the updates

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import threading
 import time
 
@@ -348,6 +349,33 @@ def test_the_live_learner_thread_rests_in_proportion_to_its_updates() -> None:
         assert following - end >= 3 * (end - start) * 0.99
     with pytest.raises(ValueError, match="max_share"):
         LearnerThread(learner, max_share=0.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="per-thread nice values are a Linux feature")
+def test_the_live_learner_thread_runs_below_the_control_loop() -> None:
+    """`nice` lowers the learner thread's priority only: the process and its other threads keep theirs."""
+    import time as _time
+
+    from opd.live import LearnerThread
+
+    seen: list[int] = []
+
+    class Learner:
+        def update(self) -> dict:
+            seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            return {}
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    thread = LearnerThread(Learner(), max_rate_hz=1000.0, nice=19)  # type: ignore[arg-type]
+    thread.start()
+    deadline = _time.monotonic() + 10.0
+    while not seen and _time.monotonic() < deadline:
+        _time.sleep(0.01)
+    thread.stop()
+    assert seen and seen[0] == max(19, before) and thread.error is None
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
+    with pytest.raises(ValueError, match="nice"):
+        LearnerThread(Learner(), nice=-5)  # type: ignore[arg-type]
 
 
 def test_the_live_learner_writes_student_versions_that_deploy(contract, student_cfg, tmp_path):

@@ -99,6 +99,20 @@ def test_bench_graph_prints_its_figures_as_json(tiny_artifact: Path) -> None:
         assert 0 <= host["missed_during_steal"] <= result["missed_cycles"]
     else:
         assert host is None
+    assert "learner" not in result  # nothing learns beside a plain student
+
+
+def test_bench_graph_with_learning_reports_the_learners_updates(tiny_artifact: Path) -> None:
+    """`--learn` benchmarks the control loop beside the opd node's learner thread: the figures say how much
+    it learnt meanwhile, so a quiet loop cannot come from a learner that never ran."""
+    out = agent("bench", "graph", "--artifact", str(tiny_artifact), "--drive", "opd", "--learn", "--warmup",
+                "2", "--duration", "6", "--json")  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["drive"] == "opd" and result["cycles"] > 0
+    learner = result["learner"]
+    assert learner["updates"] > 0 and learner["updates_per_s"] == pytest.approx(
+        learner["updates"] / result["duration_s"], abs=0.01)
 
 
 def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action(

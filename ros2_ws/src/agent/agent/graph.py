@@ -323,6 +323,8 @@ NODES: tuple[NodeSpec, ...] = (
             Param("learn", False, "train the student's head and the predictor online on a learner thread"),
             Param("learn_share", 0.25, "with learn: the most of its time the learner thread computes; after "
                   "an update it rests in proportion, so the control loop keeps the CPU", "", 0.05, 1.0),
+            Param("learn_nice", 19, "with learn: the learner thread's nice value (Linux, this thread only): "
+                  "the scheduler gives the control loop's threads a core first", "", 0, 19),
             Param("version_every_s", 60.0, "with learn: write the learnt student as a new artifact version "
                   "this often and announce it on /agent/student_version; 0 = never", "s", 0.0, 86400.0),
             Param("versions_dir", "", "where student versions are written (the newest 3 kept); empty = "

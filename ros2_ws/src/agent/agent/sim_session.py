@@ -207,6 +207,15 @@ class SimSession:
             gate=self._gate(),
         )
 
+    def learner_updates(self) -> int | None:
+        """Gradient steps the opd node's learner thread has taken; None where nothing learns."""
+        try:
+            opd = self.bringup.node("opd")
+        except KeyError:
+            return None
+        learner = getattr(opd, "learner", None)
+        return learner.updates if learner is not None and opd.learner_thread is not None else None
+
     def _gate(self) -> str:
         """The OPD node's gate in one line: who acted how often, and its last decision."""
         try:

@@ -193,6 +193,7 @@ def run_graph(args: argparse.Namespace) -> int:
             not_running = session.start()
             session.spin(args.warmup)
             session.restart_counting()
+            updates0 = session.learner_updates()
             steal.start()
             end = time.monotonic() + args.duration
             while time.monotonic() < end:
@@ -203,6 +204,7 @@ def run_graph(args: argparse.Namespace) -> int:
                     line += f", host steal {steal.total_s() * 1e3:.0f} ms"
                 print(f"bench graph: {p.wall_s:.0f}/{args.duration:g} s, {line}", file=sys.stderr)
             progress = session.progress()
+            updates = None if updates0 is None else session.learner_updates() - updates0
             runtime = session.bringup.node("encoder").runtime
             # Wall time of a control period; lockstep (speed 0) has none.
             period_s = session.bridge.loop.period_s / cfg.speed if cfg.speed > 0 else None
@@ -213,6 +215,8 @@ def run_graph(args: argparse.Namespace) -> int:
     result.update(precision=runtime.precision, image_hw=list(runtime.image_hw), threads=cfg.threads,
                   not_running=not_running, host=host_figures(steal, progress, period_s),
                   targets=GRAPH_TARGETS)  # fmt: skip
+    if updates is not None:  # --learn: the learning the control loop ran beside
+        result["learner"] = {"updates": updates, "updates_per_s": round(updates / progress.wall_s, 2)}
     if args.json:
         print(json.dumps(result))
     else:
@@ -275,6 +279,8 @@ def _print_graph(r: dict) -> None:
     print(f"  control loop: {r['control_rate_hz']:.2f} Hz, jitter p50 {jit['p50']} ms, p99 {jit['p99']} ms; "
           f"{r['missed_cycles']} missed of {r['cycles']} cycles")  # fmt: skip
     print(f"  dropped messages: {r['dropped_messages']} {r['dropped_by_stream'] or ''}")
+    if (learner := r.get("learner")) is not None:
+        print(f"  learning beside it: {learner['updates']} updates ({learner['updates_per_s']:g}/s)")
     if (host := r["host"]) is not None:
         line = f"  host: hypervisor steal {host['steal_ms']:g} ms ({host['steal_share']:.2%} of CPU time)"
         if host["periods_with_steal"] is not None:

@@ -107,7 +107,9 @@ class OpdNode(AgentNode):
             self.learner_thread = None
             if s["learn"]:
                 share = s["learn_share"]
-                self.learner_thread = LearnerThread(self.learner, versions=versions, max_share=share)
+                self.learner_thread = LearnerThread(
+                    self.learner, versions=versions, max_share=share, nice=s["learn_nice"]
+                )
             self.stream = DecisionStream(self.learner)
         self.codec = ActionCodec(self.contract)
         self.mapping = TwistMapping(self.contract)
