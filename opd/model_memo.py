@@ -4,8 +4,12 @@ In replay nothing learns: the acting head, the state predictor and the teacher a
 inputs, and a whole recording's inputs are known before its first decision. `agent replay` evaluates them
 in batches first (which the live graph, deciding frame by frame, cannot) and the learner takes each
 output from here instead of a batch-1 call; the decision logic runs unchanged. A row not held (a window
-the speculation missed, e.g. after an episode reset) is computed as live. Batched and batch-1 float
+the speculation missed, e.g. after a refused frame) is computed as live. Batched and batch-1 float
 results may differ in the last bits, so a decision exactly at a threshold can differ from the live one.
+
+Memory: rows are held as given (a window is a view into the replay's embeddings, not a copy) and looked up
+by their newest entry, then compared whole, so a 128-frame window costs neither a 128-frame key per frame
+nor a 128-frame hash per lookup.
 """
 
 from __future__ import annotations
@@ -18,11 +22,17 @@ import numpy as np
 Outputs = tuple[np.ndarray, ...]
 
 
+def _key(row: np.ndarray) -> bytes:
+    """A window's newest frame, or a whole feature vector: narrows a lookup to a few candidates."""
+    return np.asarray(row[-1] if row.ndim > 1 else row, np.float32).tobytes()
+
+
 class ModelMemo:
-    """Per model ("head", "predictor", "teacher"): input row bytes -> outputs for that row, (1, ...) each."""
+    """Per model ("head", "predictor", "teacher"): input rows by their newest entry, with their outputs."""
 
     def __init__(self) -> None:
-        self.tables: dict[str, dict[bytes, Outputs]] = {"head": {}, "predictor": {}, "teacher": {}}
+        self.tables: dict[str, dict[bytes, list[tuple[np.ndarray, Outputs]]]] = {
+            "head": {}, "predictor": {}, "teacher": {}}  # fmt: skip
         self.hits = dict.fromkeys(self.tables, 0)
         self.misses = dict.fromkeys(self.tables, 0)
 
@@ -31,24 +41,30 @@ class ModelMemo:
         batch: int = 256,
     ) -> None:  # fmt: skip
         """Evaluate `fn` on `inputs` (M, ...) float32 in batches of `batch`; each output (one array or a
-        tuple) has a leading M."""
-        inputs = np.ascontiguousarray(inputs, dtype=np.float32)
+        tuple) has a leading M. `inputs` may be a strided, read-only view: only a batch at a time is copied."""
         table = self.tables[model]
         for i in range(0, len(inputs), batch):
             rows = inputs[i : i + batch]
-            outs = fn(rows)
+            outs = fn(np.array(rows, dtype=np.float32))  # a writable copy of this batch only
             outs = outs if isinstance(outs, tuple) else (outs,)
             for j, row in enumerate(rows):
-                table[row.tobytes()] = tuple(o[j : j + 1] for o in outs)  # (1, ...) each
+                table.setdefault(_key(row), []).append((row, tuple(o[j : j + 1] for o in outs)))  # (1, ...)
 
     def get(self, model: str, inputs: np.ndarray) -> Outputs | None:
         """Outputs stacked over the rows of `inputs` (M, ...), or None unless every row is held."""
         table = self.tables[model]
-        found = [table.get(np.ascontiguousarray(row, dtype=np.float32).tobytes()) for row in inputs]
+        found = [self._find(table, row) for row in inputs]
         if any(f is None for f in found):
             self.misses[model] += 1
             return None
         self.hits[model] += 1
         if len(found) == 1:  # the live core's usual batch: no stacking (copies: callers own their outputs)
-            return tuple(o.copy() for o in found[0])
-        return tuple(np.concatenate(cols) for cols in zip(*found, strict=True))
+            return tuple(o.copy() for o in found[0])  # type: ignore[union-attr]
+        return tuple(np.concatenate(cols) for cols in zip(*found, strict=True))  # type: ignore[misc]
+
+    @staticmethod
+    def _find(table: dict[bytes, list[tuple[np.ndarray, Outputs]]], row: np.ndarray) -> Outputs | None:
+        for held, outs in table.get(_key(row), ()):
+            if held.shape == row.shape and np.array_equal(held, row):
+                return outs
+        return None

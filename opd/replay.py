@@ -390,8 +390,9 @@ class Replay:
             if len(decided) < len(frames):
                 self.counts["frames_not_decided_live"] += len(frames) - len(decided)
             frames = decided
+        schedule = self._schedule(rec, frames, teacher)
         t0 = time.perf_counter()
-        learner.memo = self.memo = self._precompute(learner, frames, teacher)
+        learner.memo = self.memo = self._precompute(learner, frames, teacher, schedule)
         self.timings["models"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         rows: list[dict[str, Any]] = []
@@ -400,13 +401,9 @@ class Replay:
         cf_use: dict[str, list[tuple[float, bool, float]]] = {name: [] for name in names}
         episodes = 0
         k = 0
-        for f in frames:
+        for f, (now, fed) in zip(frames, schedule, strict=True):
             context = rec.gate.get(stamp_ns(f.stamp))
-            # With the live context: the teacher states up to the stamp the live gate had (NaN: none yet);
-            # without: those that arrived before the frame.
-            now = float(context["decided_at"]) if context else f.arrival
-            upto = float(context["teacher_upto"]) if context else np.inf
-            while k < len(teacher) and (teacher[k][1] <= upto if context else teacher[k][0] <= now):
+            while k < fed:
                 log_s, stamp, skill, step, state = teacher[k]
                 stream.on_teacher(stamp, skill, step, state, log_s)
                 _, _, t_skill, t_params = learner.last_actions(0)
@@ -441,19 +438,43 @@ class Replay:
                 "teacher_actions": teacher_actions, "learner": learner,
                 "refusals": stream.refusals}  # fmt: skip
 
-    def _precompute(self, learner: Any, frames: list[Frame], teacher: list[tuple]) -> ModelMemo:
+    @staticmethod
+    def _schedule(rec: Recorded, frames: list[Frame], teacher: list[tuple]) -> list[tuple[float, int]]:
+        """Per frame (in decision order): when it is decided, and how many of `teacher` (sorted by arrival)
+        the core has been given by then. With the live context: the teacher states up to the stamp the
+        live gate had (NaN: none yet); without: those that arrived before the frame."""
+        schedule, k = [], 0
+        for f in frames:
+            context = rec.gate.get(stamp_ns(f.stamp))
+            now = float(context["decided_at"]) if context else f.arrival
+            upto = float(context["teacher_upto"]) if context else np.inf
+            while k < len(teacher) and (teacher[k][1] <= upto if context else teacher[k][0] <= now):
+                k += 1
+            schedule.append((now, k))
+        return schedule
+
+    def _precompute(
+        self, learner: Any, frames: list[Frame], teacher: list[tuple], schedule: list[tuple[float, int]]
+    ) -> ModelMemo:
         """The acting models on every input of the recording, in batches (`opd.model_memo`): the teacher on
         each teacher state, the student head and the predictor on each frame's window as it will be if
-        every frame is accepted in one episode (a window that turns out otherwise, after a
-        refused frame or an episode reset, is computed as live)."""
+        every frame is accepted, an episode starting wherever a teacher step goes back (as
+        `DecisionStream` starts one). A window that turns out otherwise (after a refused frame) is
+        computed as live."""
         memo = ModelMemo()
         if frames:
             emb = np.stack([f.embedding for f in frames]).astype(np.float32)  # (F, E)
+            steps = np.array([t[3] for t in teacher], np.int64)
+            resets = np.concatenate([[0], np.cumsum(steps[1:] < steps[:-1])])  # (T,) episodes begun by each
+            episode = np.array([resets[fed - 1] if fed else 0 for _, fed in schedule])  # (F,)
             history = learner.align.history
-            padded = np.concatenate([np.zeros((history - 1, emb.shape[1]), np.float32), emb])
-            windows = np.lib.stride_tricks.sliding_window_view(padded, (history, emb.shape[1]))[:, 0]
-            memo.fill("head", windows[:, -learner.memory_frames :], learner.head_outputs)  # (F, W, E)
-            memo.fill("predictor", windows[:, -learner.predictor_cfg.history :], learner.predictions_of)
+            pad = np.zeros((history - 1, emb.shape[1]), np.float32)
+            for ep in np.unique(episode):  # one strided view per episode: windows are not copied
+                sel = np.flatnonzero(episode == ep)
+                padded = np.concatenate([pad, emb[sel]])
+                windows = np.lib.stride_tricks.sliding_window_view(padded, (history, emb.shape[1]))[:, 0]
+                memo.fill("head", windows[:, -learner.memory_frames :], learner.head_outputs)  # (F', W, E)
+                memo.fill("predictor", windows[:, -learner.predictor_cfg.history :], learner.predictions_of)
         if teacher:
             states, skills = np.stack([t[4] for t in teacher]), np.array([t[2] for t in teacher])
             stamps = np.array([t[1] for t in teacher], np.float64)
