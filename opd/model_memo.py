@@ -41,7 +41,7 @@ class ModelMemo:
         batch: int = 256,
     ) -> None:  # fmt: skip
         """Evaluate `fn` on `inputs` (M, ...) float32 in batches of `batch`; each output (one array or a
-        tuple) has a leading M. `inputs` may be a strided, read-only view: only a batch at a time is copied."""
+        tuple) has a leading M. `inputs` may be a strided, read-only view: a batch at a time is copied."""
         table = self.tables[model]
         for i in range(0, len(inputs), batch):
             rows = inputs[i : i + batch]
