@@ -135,7 +135,7 @@ def benchmark_student(
 def _result(art: Artifact, threads: int, iters: int, backends: dict) -> dict:
     img = art.manifest["preprocessing"]["image"]
     return {
-        "image_size": img["height"],
+        "image_hw": [img["height"], img["width"]],
         "backbone": art.manifest["config"]["student"]["encoder"]["image"]["backbone"],
         "threads": threads,
         "iters": iters,

@@ -75,12 +75,12 @@ def test_export_rejects_a_bad_config_with_one_clear_line(tmp_path):
 
 
 def test_bench_encoder_prints_json_with_figures_and_reasons(tiny_yaml):
-    out = agent("bench", "encoder", "--json", "--iters", "5", "--warmup", "1", "--image-size", "64",
+    out = agent("bench", "encoder", "--json", "--iters", "5", "--warmup", "1", "--image-size", "64x32",
                 "--config", str(tiny_yaml / "student.yaml"), "--backend", "torch", "--backend", "onnxruntime",
                 "--backend", "tensorrt")  # fmt: skip
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["image_size"] == 64 and result["threads"] >= 1
+    assert result["image_hw"] == [32, 64] and result["threads"] >= 1  # WxH: the wide camera's shape
     torch_r, ort_r = result["backends"]["torch"], result["backends"]["onnxruntime"]
     assert torch_r["speedup_vs_torch"] == 1.0
     for r in (torch_r, ort_r):

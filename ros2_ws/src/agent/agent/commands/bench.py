@@ -31,13 +31,26 @@ GRAPH_TARGETS = {"latency_p99_ms": 40.0, "control_rate_hz": 20.0, "missed_cycles
 GRAPH_WARMUP_S = 5.0  # not counted: first inferences, DDS discovery, caches
 
 
+def image_size(text: str) -> tuple[int, int]:
+    """`--image-size`: "N" (square) or "WxH" -> (width, height)."""
+    try:
+        width, height = (int(v) for v in text.lower().split("x")) if "x" in text.lower() else (int(text),) * 2
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give N (square) or WxH, in pixels") from None
+    if width <= 0 or height <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: sizes must be positive")
+    return width, height
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
     enc = sub.add_parser("encoder", help="batch-1 encoder+policy latency for each available backend")
     enc.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     enc.add_argument("--backend", action="append", choices=list(VARIANT_NAMES),
                      help="backend to time (repeatable); default: all")  # fmt: skip
-    enc.add_argument("--image-size", type=int, default=128, help="square input size, pixels (multiple of 32)")
+    enc.add_argument("--image-size", type=image_size, default=(128, 128), metavar="N|WxH",
+                     help="input size of the fresh artifact, pixels (multiples of 32): N (square) or WxH, "
+                     "e.g. 128x64 for the committed student's wide camera")  # fmt: skip
     enc.add_argument("--iters", type=int, default=200, help="timed calls per backend")
     enc.add_argument("--warmup", type=int, default=20, help="untimed calls per backend first")
     enc.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads per backend")
@@ -138,7 +151,7 @@ def _fresh_artifact(out: Path, args: argparse.Namespace, int8: bool) -> Path:
     from policies.student_policy import StudentConfig
 
     cfg = StudentConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
-    cfg.encoder.image.height = cfg.encoder.image.width = args.image_size
+    cfg.encoder.image.width, cfg.encoder.image.height = args.image_size
     return export_artifact(out, student_cfg=cfg, int8=int8)
 
 
@@ -146,7 +159,8 @@ def _print_table(result: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    size = f"{result['image_size']}x{result['image_size']}"
+    height, width = result["image_hw"]
+    size = f"{width}x{height}"
     table = Table(
         title=f"student latency, batch 1, {result['backbone']} {size}, "
         f"{result['threads']} threads, {result['iters']} iters"
