@@ -106,9 +106,19 @@ class Probe:
                 cls, qos = msg_class(TOPICS[topic].msg_type), qos_profile(TOPICS[topic].qos)
                 self._pubs[topic] = self.node.create_publisher(cls, self._name(TOPICS[topic]), qos)
 
-    def matched(self, *topics: str) -> bool:
-        """Every named publisher has found a subscriber (best-effort messages sent before that are lost)."""
-        return all(self._pubs[t].get_subscription_count() > 0 for t in topics)
+    def matched(self, *topics: str, by: object | None = None) -> bool:
+        """Every named publisher has found a subscriber (best-effort messages sent before that are lost).
+
+        With `by` (the node under test), its own subscriptions to them have found a publisher too:
+        discovery runs both ways, and a reader drops data from a writer it has not matched yet.
+        """
+        if not all(self._pubs[t].get_subscription_count() > 0 for t in topics):
+            return False
+        if by is None:
+            return True
+        subs = [sub for sub in by.subscriptions if sub.topic_name in {self._name_of(t) for t in topics}]
+        heard = {sub.topic_name for sub in subs if sub.get_publisher_count() > 0}
+        return heard == {self._name_of(t) for t in topics}
 
     def hears(self, *topics: str) -> bool:
         """Every named recording subscription has found a publisher (messages sent before that are lost)."""
@@ -132,6 +142,10 @@ class Probe:
 
     def _name(self, topic: object) -> str:
         return topic.ros_name if self.relative else topic.name
+
+    def _name_of(self, topic: str) -> str:
+        """The fully qualified name the probe's endpoint for `topic` has."""
+        return self._pubs[topic].topic_name if topic in self._pubs else self._subs[topic].topic_name
 
     def diagnostics(self, prefix: str) -> dict[str, object]:
         """Latest DiagnosticStatus per name starting with `prefix` (e.g. "policy: ")."""

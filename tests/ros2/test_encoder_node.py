@@ -36,7 +36,7 @@ def encoder(
     assert spin_until(executor, lambda: node.lifecycle_state == "active"), node.fault
     inputs = ("/camera/image_raw", "/imu/data", "/agent/active_skill")
     probe.advertise(*inputs)
-    assert spin_until(executor, lambda: probe.matched(*inputs))
+    assert spin_until(executor, lambda: probe.matched(*inputs, by=node))
     yield node, probe, executor, fake_loader.runtime
     stop_executor(executor)
     node.destroy_node()

@@ -67,7 +67,7 @@ def start_opd(ros_context: Context, contract_artifact: Path) -> Iterator[Start]:
         assert spin_until(executor, connected)
         node.trigger_activate()
         assert node.lifecycle_state == "active", node.fault
-        assert spin_until(executor, lambda: probe.matched(STUDENT, TEACHER))
+        assert spin_until(executor, lambda: probe.matched(STUDENT, TEACHER, by=node))
         return node, probe, executor, ActionCodec(node.contract)
 
     yield start
@@ -310,7 +310,7 @@ def test_drive_opd_executes_the_gates_choice_with_cmd_vel_and_reports_it(
     threshold = 1e-9 if who == "teacher" else 1e9  # the predictor's error always above / below it
     cfg = opd_config(tmp_path, threshold_start=threshold, threshold_end=threshold, schedule="constant")
     node, probe, executor, codec = start_opd(tiny_artifact, drive="opd", opd_config=cfg)
-    assert spin_until(executor, lambda: probe.matched(STATE, PRIVILEGED))
+    assert spin_until(executor, lambda: probe.matched(STATE, PRIVILEGED, by=node))
     frames = feed_opd(probe, executor, node, tiny_artifact, 12)
     assert spin_until(executor, lambda: node.privileged.accepted == 12)
     for i, (emb, _, _) in enumerate(frames):  # each arrives after the teacher has passed its stamp
@@ -338,7 +338,7 @@ def test_drive_opd_without_a_teacher_lets_the_student_act_alone(
 ) -> None:
     """sim:=none: no privileged state ever arrives; the gate says so and the student drives."""
     node, probe, executor, codec = start_opd(tiny_artifact, drive="opd", opd_config=opd_config(tmp_path))
-    assert spin_until(executor, lambda: probe.matched(STATE))
+    assert spin_until(executor, lambda: probe.matched(STATE, by=node))
     for i, (emb, _, _) in enumerate(feed_opd(probe, executor, node, tiny_artifact, 5, teacher=False)):
         probe.publish(STATE, emb)  # /agent/state keeps the newest only: one at a time
         assert spin_until(executor, lambda i=i: len(probe.received[GATE]) == i + 1)

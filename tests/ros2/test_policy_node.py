@@ -44,7 +44,7 @@ def start_policy(ctx: Context, loader: Callable[..., FakeRuntime], *extra: Param
     executor.add_node(probe.node)
     assert spin_until(executor, lambda: node.lifecycle_state == "active"), node.fault
     probe.advertise("/agent/state")
-    connected = lambda: probe.matched("/agent/state") and probe.hears("/agent/action")  # noqa: E731
+    connected = lambda: probe.matched("/agent/state", by=node) and probe.hears("/agent/action")  # noqa: E731
     assert spin_until(executor, connected)
     return node, probe, executor
 

@@ -44,7 +44,7 @@ def teacher(ros_context: Context, tiny_teacher: Path) -> Iterator[Rig]:
     node, probe, executor = start_teacher(ros_context, tiny_teacher)
     assert spin_until(executor, lambda: node.lifecycle_state == "active", timeout_s=30.0), node.fault
     probe.advertise(STATE)
-    assert spin_until(executor, lambda: probe.matched(STATE))
+    assert spin_until(executor, lambda: probe.matched(STATE, by=node))
     yield node, probe, executor
     stop_executor(executor)
     node.destroy_node()
