@@ -451,12 +451,15 @@ class OnlineDistillation:
                     break
         return out
 
-    def normalise(self, state: np.ndarray, stamps: np.ndarray | None = None) -> np.ndarray:
+    def normalise(
+        self, state: np.ndarray, stamps: np.ndarray | None = None, seen: np.ndarray | None = None
+    ) -> np.ndarray:
         """One stream's privileged states (T, Dq), in arrival order, as the predictor's targets: what the
-        teacher sees of each (its view; a remembering one as `TeacherPolicy.seen_stream`, `stamps` (T,)),
-        (seen - mean) / std in the teacher's own statistics, which are of what it sees (a field its view
-        hides has std ~0: the raw field over that floor would be hundreds of stds)."""
-        return self._scaled(self.teacher.seen_stream(state, stamps))
+        teacher sees of each (its view; a remembering one as `TeacherPolicy.seen_stream`, `stamps` (T,);
+        `seen` where the caller has it already), (seen - mean) / std in the teacher's own statistics, which
+        are of what it sees (a field its view hides has std ~0: the raw field over that floor would be
+        hundreds of stds)."""
+        return self._scaled(self.teacher.seen_stream(state, stamps) if seen is None else seen)
 
     def _scaled(self, seen: np.ndarray) -> np.ndarray:
         """What the teacher sees (..., Dq) in its own statistics, float32."""

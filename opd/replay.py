@@ -199,6 +199,9 @@ class Replay:
         self.stats: dict[str, TopicStats] = defaultdict(TopicStats)
         self.counts: Counter[str] = Counter()  # frames encoded, dropped, ...
         self.memo: ModelMemo | None = None  # the decision pass's batched model outputs (hits and misses)
+        # what the teacher saw of each teacher state, by arrival (its view: a remembering one is a pass
+        # over the stream), computed once for the teacher's batches and reused for the prediction errors
+        self.teacher_seen: np.ndarray | None = None
 
     def _read(self, messages: Iterator[BagMessage]) -> Iterator[BagMessage]:
         """The bag's messages, the time spent reading (and decoding) them counted as "read"."""
@@ -479,7 +482,7 @@ class Replay:
             states, skills = np.stack([t[4] for t in teacher]), np.array([t[2] for t in teacher])
             stamps = np.array([t[1] for t in teacher], np.float64)
             # in arrival order, so a view that remembers sightings sees each state as the learner will
-            seen = learner.teacher.seen_stream(states, stamps)
+            seen = self.teacher_seen = learner.teacher.seen_stream(states, stamps)  # (T, Dq)
             feats = learner.teacher.features(states, skills, seen=seen)
             memo.fill("teacher", feats, learner.teacher_outputs)
         return memo

@@ -58,7 +58,7 @@ def summarise(replay: Any, bag: Any, rec: Any, out: dict[str, Any], frames: int)
         "refused_by_buffer": dict(sorted(out["refusals"].items())),
         "decisions": len(rows),
         "gates": gates,
-        "prediction_error": _horizon_errors(learner, out["preds"], rec.teacher_states),
+        "prediction_error": _horizon_errors(learner, out["preds"], rec.teacher_states, replay.teacher_seen),
         "agreement": _agreement(rows, out["teacher_actions"], learner.align.tolerance_s),
         "episodes": _episodes(out["episodes"]),
         "live_match": _live_match(rows, rec),
@@ -87,13 +87,16 @@ def _nanmean(values: list[float]) -> float | None:
     return float(np.mean(finite)) if finite else None
 
 
-def _horizon_errors(learner: Any, preds: list, teacher_states: list) -> dict[str, Any]:
-    """RMS error (teacher-state stds) of every prediction against the teacher state at stamp + h periods."""
+def _horizon_errors(
+    learner: Any, preds: list, teacher_states: list, seen: np.ndarray | None = None
+) -> dict[str, Any]:
+    """RMS error (teacher-state stds) of every prediction against the teacher state at stamp + h periods.
+    `seen`: what the teacher saw of each state in arrival order, where the replay has it already."""
     if not teacher_states or not preds:
         return {}
     arrived = sorted(teacher_states, key=lambda t: t[0])  # as the learner took them: by log time
     stamps = np.array([s for _, s, *_ in arrived])
-    norm = learner.normalise(np.stack([t[4] for t in arrived]), stamps)  # (T, Dq), in arrival order
+    norm = learner.normalise(np.stack([t[4] for t in arrived]), stamps, seen)  # (T, Dq), in arrival order
     order = np.argsort(stamps, kind="stable")
     stamps, norm = stamps[order], norm[order]
     period, tol = learner.align.period_s, learner.align.tolerance_s
