@@ -116,9 +116,9 @@ class Probe:
             return False
         if by is None:
             return True
-        subs = [sub for sub in by.subscriptions if sub.topic_name in {self._name_of(t) for t in topics}]
-        heard = {sub.topic_name for sub in subs if sub.get_publisher_count() > 0}
-        return heard == {self._name_of(t) for t in topics}
+        names = {self._pubs[t].topic_name for t in topics}
+        subs = [sub for sub in by.subscriptions if sub.topic_name in names]
+        return {sub.topic_name for sub in subs if sub.get_publisher_count() > 0} == names
 
     def hears(self, *topics: str) -> bool:
         """Every named recording subscription has found a publisher (messages sent before that are lost)."""
@@ -142,10 +142,6 @@ class Probe:
 
     def _name(self, topic: object) -> str:
         return topic.ros_name if self.relative else topic.name
-
-    def _name_of(self, topic: str) -> str:
-        """The fully qualified name the probe's endpoint for `topic` has."""
-        return self._pubs[topic].topic_name if topic in self._pubs else self._subs[topic].topic_name
 
     def diagnostics(self, prefix: str) -> dict[str, object]:
         """Latest DiagnosticStatus per name starting with `prefix` (e.g. "policy: ")."""

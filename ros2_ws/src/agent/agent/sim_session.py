@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import rclpy
@@ -207,22 +208,22 @@ class SimSession:
             gate=self._gate(),
         )
 
-    def learner_updates(self) -> int | None:
-        """Gradient steps the opd node's learner thread has taken; None where nothing learns."""
+    def _opd_core(self) -> tuple[Any, Any]:
+        """The opd node and its OPD core (read once: cleanup may clear it); (None, None) without them."""
         try:
             opd = self.bringup.node("opd")
         except KeyError:
-            return None
-        learner = getattr(opd, "learner", None)
+            return None, None
+        return opd, getattr(opd, "learner", None)
+
+    def learner_updates(self) -> int | None:
+        """Gradient steps the opd node's learner thread has taken; None where nothing learns."""
+        opd, learner = self._opd_core()
         return learner.updates if learner is not None and opd.learner_thread is not None else None
 
     def _gate(self) -> str:
         """The OPD node's gate in one line: who acted how often, and its last decision."""
-        try:
-            opd = self.bringup.node("opd")
-        except KeyError:
-            return ""
-        learner = getattr(opd, "learner", None)  # read once: cleanup may clear it
+        opd, learner = self._opd_core()
         if learner is None or not learner.steps:
             return ""
         last = opd.last_gate

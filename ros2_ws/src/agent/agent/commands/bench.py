@@ -33,8 +33,9 @@ GRAPH_WARMUP_S = 5.0  # not counted: first inferences, DDS discovery, caches
 
 def image_size(text: str) -> tuple[int, int]:
     """`--image-size`: "N" (square) or "WxH" -> (width, height)."""
+    parts = text.lower().split("x")
     try:
-        width, height = (int(v) for v in text.lower().split("x")) if "x" in text.lower() else (int(text),) * 2
+        width, height = (int(parts[0]),) * 2 if len(parts) == 1 else (int(v) for v in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: give N (square) or WxH, in pixels") from None
     if width <= 0 or height <= 0:
