@@ -42,13 +42,19 @@ class ModelMemo:
     ) -> None:  # fmt: skip
         """Evaluate `fn` on `inputs` (M, ...) float32 in batches of `batch`; each output (one array or a
         tuple) has a leading M. `inputs` may be a strided, read-only view: a batch at a time is copied."""
-        table = self.tables[model]
         for i in range(0, len(inputs), batch):
             rows = inputs[i : i + batch]
-            outs = fn(np.array(rows, dtype=np.float32))  # a writable copy of this batch only
-            outs = outs if isinstance(outs, tuple) else (outs,)
-            for j, row in enumerate(rows):
-                table.setdefault(_key(row), []).append((row, tuple(o[j : j + 1] for o in outs)))  # (1, ...)
+            self.put(model, rows, fn(np.array(rows, dtype=np.float32)))  # a writable copy of this batch only
+
+    def put(self, model: str, inputs: np.ndarray, outputs: Outputs | np.ndarray) -> None:
+        """Hold `outputs` (one array or a tuple, each with a leading M) as the model's on `inputs` (M, ...),
+        computed by the caller (e.g. all of an episode's windows at once: `FrameMemory.sliding`)."""
+        table = self.tables[model]
+        outs = outputs if isinstance(outputs, tuple) else (outputs,)
+        if any(len(o) != len(inputs) for o in outs):
+            raise ValueError(f"{model}: {len(inputs)} input rows, outputs of {[len(o) for o in outs]} rows")
+        for j, row in enumerate(inputs):
+            table.setdefault(_key(row), []).append((row, tuple(o[j : j + 1] for o in outs)))  # (1, ...)
 
     def get(self, model: str, inputs: np.ndarray) -> Outputs | None:
         """Outputs stacked over the rows of `inputs` (M, ...), or None unless every row is held."""

@@ -377,6 +377,15 @@ class OnlineDistillation:
         return skill.numpy(), params.double().numpy()
 
     @torch.no_grad()
+    def episode_head_outputs(self, episode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`head_outputs` of the window ending at each frame of one episode's embeddings (N, E) float32,
+        computed together (`FrameMemory.sliding`): for offline replay, which knows the episode ahead."""
+        emb = torch.from_numpy(episode)
+        feats = emb if self.acting.memory is None else self.acting.memory.sliding(emb)  # (N, E)
+        skill, params = self.acting.head.deterministic(self.acting.head(feats))
+        return skill.numpy(), params.double().numpy()
+
+    @torch.no_grad()
     def predictions_of(self, windows: np.ndarray) -> np.ndarray:
         """The acting predictor on windows (M, T, E) float32: predictions (M, H, Dq), normalised units."""
         if self.memo is not None and (held := self.memo.get("predictor", windows)) is not None:

@@ -460,10 +460,10 @@ class Replay:
         self, learner: Any, frames: list[Frame], teacher: list[tuple], schedule: list[tuple[float, int]]
     ) -> ModelMemo:
         """The acting models on every input of the recording, in batches (`opd.model_memo`): the teacher on
-        each teacher state, the student head and the predictor on each frame's window as it will be if
-        every frame is accepted, an episode starting wherever a teacher step goes back (as
-        `DecisionStream` starts one). A window that turns out otherwise (after a refused frame) is
-        computed as live."""
+        each teacher state, the student head (all of an episode's windows together) and the predictor on
+        each frame's window as it will be if every frame is accepted, an episode starting wherever a
+        teacher step goes back (as `DecisionStream` starts one). A window that turns out otherwise (after
+        a refused frame) is computed as live."""
         memo = ModelMemo()
         if frames:
             emb = np.stack([f.embedding for f in frames]).astype(np.float32)  # (F, E)
@@ -476,7 +476,7 @@ class Replay:
                 sel = np.flatnonzero(episode == ep)
                 padded = np.concatenate([pad, emb[sel]])
                 windows = np.lib.stride_tricks.sliding_window_view(padded, (history, emb.shape[1]))[:, 0]
-                memo.fill("head", windows[:, -learner.memory_frames :], learner.head_outputs)  # (F', W, E)
+                memo.put("head", windows[:, -learner.memory_frames :], learner.episode_head_outputs(emb[sel]))
                 memo.fill("predictor", windows[:, -learner.predictor_cfg.history :], learner.predictions_of)
         if teacher:
             states, skills = np.stack([t[4] for t in teacher]), np.array([t[2] for t in teacher])

@@ -41,3 +41,24 @@ class FrameMemory(nn.Module):
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         out, _ = self.gru(frames)  # (B, W, H)
         return frames[:, -1] + self.proj(out[:, -1])  # (B, E)
+
+    def sliding(self, episode: torch.Tensor) -> torch.Tensor:
+        """One episode's embeddings (N, E), in order -> `forward` of the window ending at each frame (N, E).
+
+        For offline replay, which knows a whole episode ahead: the windows overlap, so each frame's input
+        projection is computed once (where `forward` on N windows repeats it W times) and step p of every
+        window reads one contiguous slice. Same arithmetic as `forward`, in another order: equal up to
+        float rounding.
+        """
+        w, n, g = self.cfg.frames, len(episode), self.gru
+        zero = episode.new_zeros(w - 1, episode.shape[1])  # the zero rows before the episode's first frame
+        x = torch.cat([zero, episode])  # (N + W - 1, E): window t is rows t .. t + W - 1
+        gi = torch.addmm(g.bias_ih_l0, x, g.weight_ih_l0.T)  # (N + W - 1, 3H), gates r, z, n as PyTorch's
+        h = episode.new_zeros(n, g.hidden_size)  # (N, H): every window starts from zero
+        for p in range(w):  # step p of every window at once
+            i_r, i_z, i_n = gi[p : p + n].chunk(3, dim=1)
+            h_r, h_z, h_n = torch.addmm(g.bias_hh_l0, h, g.weight_hh_l0.T).chunk(3, dim=1)
+            r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+            c = torch.tanh(i_n + r * h_n)
+            h = c + z * (h - c)  # (1 - z) * c + z * h
+        return episode + self.proj(h)  # (N, E)

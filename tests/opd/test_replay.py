@@ -269,3 +269,5 @@ def test_the_memo_holds_windows_as_views_and_serves_only_exact_matches() -> None
     other = windows[150].copy()
     other[0] += 1.0  # same newest frame, another window
     assert memo.get("head", other[None]) is None and memo.misses["head"] == 1 and memo.hits["head"] == 1
+    with pytest.raises(ValueError, match="2 input rows"):  # outputs computed elsewhere must match row for row
+        memo.put("head", windows[:2], (np.zeros(2), np.zeros((3, 8))))

@@ -99,3 +99,19 @@ def test_the_exported_memory_head_matches_torch_and_refuses_single_embeddings(
     frames[2, 0, 5] = np.nan
     with pytest.raises(ValueError, match="non-finite"):
         rt.act_window(frames)
+
+
+@pytest.mark.parametrize("frames", [1, 3, W, 11])  # shorter than, as long as and longer than the window
+def test_an_episodes_windows_together_equal_each_window_alone(memory_cfg, contract, frames):
+    """`sliding` (offline replay's path: each frame's input projection once) gives every window's
+    `forward`, the zero rows before the episode's first frame included."""
+    torch.manual_seed(1)
+    memory = learnt(StudentPolicy(memory_cfg, contract)).memory
+    episode = torch.randn(frames, memory_cfg.encoder.embed_dim)
+    padded = torch.cat([torch.zeros(W - 1, episode.shape[1]), episode])
+    windows = padded.unfold(0, W, 1).transpose(1, 2)  # (N, W, E): window t ends at frame t
+    with torch.no_grad():
+        together, alone = memory.sliding(episode), memory(windows)
+    assert together.shape == (frames, memory_cfg.encoder.embed_dim)
+    assert not torch.equal(alone, episode)  # the memory's correction is there to get right
+    torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-6)
