@@ -61,17 +61,19 @@ def default_versions_dir(artifact: Artifact) -> Path:
 
 
 def load_learner(
-    artifact: Artifact, teacher: str | Path = "", opd_config: str | Path = ""
+    artifact: Artifact, teacher: str | Path = "", opd_config: str | Path = "", learning: bool = True
 ) -> OnlineDistillation:
     """One-env learner on the artifact's head and predictor, the frozen teacher, the `opd:` section of a
-    student training YAML (empty arguments: `default_teacher(artifact)`, opd/configs/live.yaml)."""
+    student training YAML (empty arguments: `default_teacher(artifact)`, opd/configs/live.yaml);
+    `learning=False`: it never updates and keeps no sample store."""
     path = Path(opd_config or DEFAULT_OPD_CONFIG)
     try:
         section = (yaml.safe_load(path.read_text()) or {}).get("opd", {})
     except (OSError, yaml.YAMLError) as err:
         raise ValueError(f"opd_config {path}: {err}") from None
     cfg = OPDConfig.from_dict(section, f"{path}: opd")
-    return learner_from_artifact(artifact, load_teacher(teacher or default_teacher(artifact)), cfg)
+    return learner_from_artifact(artifact, load_teacher(teacher or default_teacher(artifact)), cfg,
+                                 learning=learning)  # fmt: skip
 
 
 class VersionWriter:

@@ -186,8 +186,11 @@ class OnlineDistillation:
     """The OPD learner: act, process_step, update (-> losses), save/load, get_policy."""
 
     def __init__(
-        self, student: StudentPolicy, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int, seed: int = 0
-    ) -> None:
+        self, student: StudentPolicy, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int, seed: int = 0,
+        learning: bool = True,
+    ) -> None:  # fmt: skip
+        """`learning=False`: a learner that acts, gates and measures but never updates (offline replay, a
+        node with `learn` off), so it keeps no sample store (`distill.capacity` windows of memory)."""
         if teacher is None:
             raise ValueError("OPD needs a trained teacher: pass the frozen TeacherPolicy")
         self.cfg, self.num_envs = cfg, num_envs
@@ -243,7 +246,7 @@ class OnlineDistillation:
         spec = StoreSpec(
             image, ec.imu.window, ec.embed_dim, align.history, align.horizon, self.state_dim, k, p
         )
-        self.store = SampleStore(spec, cfg.distill.capacity, streams=num_envs)
+        self.store = SampleStore(spec, cfg.distill.capacity, streams=num_envs) if learning else None
         self.buffers = [AlignedBuffer(align) for _ in range(num_envs)]
         self.gate = Gate(cfg.gate, num_envs)
         self.rng = np.random.default_rng(seed)
@@ -529,6 +532,8 @@ class OnlineDistillation:
         err = np.sqrt(np.mean((pred - future) ** 2, axis=1))  # (H,) per-horizon RMS error
         m.horizon_error_sum += np.where(s.future_mask, err, 0.0)
         m.horizon_count += s.future_mask
+        if self.store is None:  # not learning: the metrics above are all a sample is for
+            return
         label = self._label(s)
         row = {
             "embedding": s.window[-1],
@@ -559,6 +564,8 @@ class OnlineDistillation:
     def update(self) -> dict[str, float]:
         """One gradient step on a batch of the store; {} while it holds less than a batch."""
         cfg = self.cfg.distill
+        if self.store is None:
+            raise RuntimeError("this learner was built with learning=False: it keeps no samples")
         if len(self.store) < cfg.batch_size:
             return {}
         b = self.store.sample(cfg.batch_size, self.rng, cfg.priority_alpha)
@@ -711,7 +718,7 @@ class OnlineDistillation:
 
 
 def learner_from_artifact(
-    artifact: Artifact, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int = 1
+    artifact: Artifact, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int = 1, learning: bool = True
 ) -> OnlineDistillation:
     """The OPD learner of a deployed student: the artifact's head and predictor (its torch weights, verified
     by the artifact's hashes) on the state embeddings of its fixed encoder, as the live node runs it."""
@@ -722,7 +729,7 @@ def learner_from_artifact(
     cfg = cfg.model_copy(update={"predictor": predictor_cfg, "distill": distill})
     with _no_weight_init():  # every weight comes from the artifact just below
         student = StudentPolicy(student_cfg, artifact.contract)
-    learner = OnlineDistillation(student, teacher, cfg, num_envs)
+    learner = OnlineDistillation(student, teacher, cfg, num_envs, learning=learning)
     load_artifact_weights(learner, artifact)
     return learner
 

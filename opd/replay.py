@@ -365,7 +365,7 @@ class Replay:
         opd_config = self.cfg.opd_config or opd_params.get("opd_config") or str(DEFAULT_OPD_CONFIG)
         teacher = self.cfg.teacher or opd_params.get("teacher_checkpoint") or default_teacher(self.artifact)
         self.used = {"opd_config": str(opd_config), "teacher": str(teacher)}
-        return load_learner(self.artifact, from_root(teacher), from_root(opd_config))
+        return load_learner(self.artifact, from_root(teacher), from_root(opd_config), learning=False)
 
     def _decide(self, bag: BagInput, rec: Recorded, frames: list[Frame]) -> dict[str, Any]:
         """Pass 3 on one torch thread: its operations are tiny (batch 1), and a second thread only waits
@@ -465,10 +465,11 @@ class Replay:
         teacher step goes back (as `DecisionStream` starts one). A window that turns out otherwise (after
         a refused frame) is computed as live."""
         memo = ModelMemo()
+        steps = np.array([t[3] for t in teacher], np.int64)
+        starts = np.r_[False, steps[1:] < steps[:-1]][: len(steps)]  # (T,) a state that begins an episode
         if frames:
             emb = np.stack([f.embedding for f in frames]).astype(np.float32)  # (F, E)
-            steps = np.array([t[3] for t in teacher], np.int64)
-            resets = np.concatenate([[0], np.cumsum(steps[1:] < steps[:-1])])  # (T,) episodes begun by each
+            resets = np.cumsum(starts)  # (T,) episodes begun by each
             episode = np.array([resets[fed - 1] if fed else 0 for _, fed in schedule])  # (F,)
             history = learner.align.history
             pad = np.zeros((history - 1, emb.shape[1]), np.float32)
@@ -482,7 +483,7 @@ class Replay:
             states, skills = np.stack([t[4] for t in teacher]), np.array([t[2] for t in teacher])
             stamps = np.array([t[1] for t in teacher], np.float64)
             # in arrival order, so a view that remembers sightings sees each state as the learner will
-            seen = self.teacher_seen = learner.teacher.seen_stream(states, stamps)  # (T, Dq)
+            seen = self.teacher_seen = learner.teacher.seen_stream(states, stamps, starts)  # (T, Dq)
             feats = learner.teacher.features(states, skills, seen=seen)
             memo.fill("teacher", feats, learner.teacher_outputs)
         return memo

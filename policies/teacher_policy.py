@@ -70,10 +70,14 @@ class TeacherPolicy(nn.Module):
             return self.view(privileged, memory, envs, update)
         return self.view(privileged.reshape(-1, privileged.shape[-1])).reshape(privileged.shape)
 
-    def seen_stream(self, privileged: np.ndarray, stamps: np.ndarray | None = None) -> np.ndarray:
+    def seen_stream(
+        self, privileged: np.ndarray, stamps: np.ndarray | None = None, starts: np.ndarray | None = None
+    ) -> np.ndarray:
         """What it sees of one stream's states (T, Dq), in the order given, as a caller fed them one by
         one: each through the memory of those before it. With `stamps` (T,) a state older than one before
-        it is seen but not remembered (as the OPD learner refuses it). Offline passes (replay) use this."""
+        it is seen but not remembered (as the OPD learner refuses it); `starts` (T,) bool: the state begins
+        an episode, so the memory starts afresh there (as the learner's `reset_env`). Offline passes
+        (replay) use this."""
         privileged = np.asarray(privileged)
         if self.view is None or self.view.remember is None:
             return self.seen(privileged)
@@ -81,6 +85,9 @@ class TeacherPolicy(nn.Module):
         out = np.empty_like(privileged)
         newest = -np.inf
         for t in range(len(privileged)):
+            if starts is not None and starts[t]:
+                memory.reset(np.array([0]))
+                newest = -np.inf
             fresh = stamps is None or stamps[t] > newest
             out[t] = self.view(privileged[t : t + 1], memory, update=fresh)[0]
             if stamps is not None and fresh:

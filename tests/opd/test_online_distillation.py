@@ -41,7 +41,7 @@ def student_cfg() -> StudentConfig:
     })  # fmt: skip
 
 
-def make_learner(contract, student_cfg, n=2, seed=0, **opd) -> OnlineDistillation:
+def make_learner(contract, student_cfg, n=2, seed=0, learning=True, **opd) -> OnlineDistillation:
     torch.manual_seed(seed)
     teacher = TeacherPolicy(DQ + contract.num_skills, contract, TeacherConfig(hidden=[16]))
     cfg = OPDConfig.from_dict({
@@ -49,7 +49,8 @@ def make_learner(contract, student_cfg, n=2, seed=0, **opd) -> OnlineDistillatio
         "align": {"period_s": PERIOD},
         **opd,
     })  # fmt: skip
-    return OnlineDistillation(StudentPolicy(student_cfg, contract), teacher, cfg, n, seed=seed)
+    student = StudentPolicy(student_cfg, contract)
+    return OnlineDistillation(student, teacher, cfg, n, seed=seed, learning=learning)
 
 
 def reload_into(learner: OnlineDistillation, fresh: OnlineDistillation) -> OnlineDistillation:
@@ -260,6 +261,24 @@ def test_episode_metrics_are_reported_when_an_episode_ends(contract, student_cfg
     assert 0 <= summary["intervention_rate"] <= 1 and 0 <= summary["skill_agreement"] <= 1
     assert len(summary["pred_error"]) == 3 and all(e > 0 for e in summary["pred_error"])
     assert not learner._has_student[0]  # the next episode starts afresh
+
+
+def test_a_learner_that_never_learns_decides_and_measures_as_one_that_does_without_a_store(
+    contract, student_cfg
+):
+    """learning=False (offline replay, a node with `learn` off): the same decisions and episode metrics,
+    no sample store to fill, and an update is refused rather than silently doing nothing."""
+    learning, acting = make_learner(contract, student_cfg, n=1), make_learner(contract, student_cfg, n=1,
+                                                                             learning=False)  # fmt: skip
+    a, b = run(learning, 40), run(acting, 40)
+    assert [(d.use_teacher.tolist(), d.reason, d.skill.tolist()) for d in a] == [
+        (d.use_teacher.tolist(), d.reason, d.skill.tolist()) for d in b]  # fmt: skip
+    np.testing.assert_array_equal(np.stack([d.params for d in a]), np.stack([d.params for d in b]))
+    done = np.array([True])
+    (want,), (got,) = (x.process_step(np.array([40 * PERIOD]), done, ["success"]) for x in (learning, acting))
+    assert got == want and len(learning.store) > 0 and acting.store is None
+    with pytest.raises(RuntimeError, match="learning=False"):
+        acting.update()
 
 
 def test_a_teacher_that_stops_mid_episode_leaves_the_student_then_the_safe_action(contract, student_cfg):

@@ -140,6 +140,13 @@ def test_the_learner_sees_each_env_through_its_memory_of_accepted_states(remembe
     learner.reset_env(0)
     learner.observe_teacher(np.array([2.0]), _state(time_left=0.95), np.array([0]), np.array([2.0]))
     assert learner.buffers[0].teacher_at(2.0).state[COL["target_dx_m"]] == pytest.approx(raw_zero)
+    # the offline pass, told where that episode began, forgets there too (replay: a teacher step going back)
+    stream.append(_state(time_left=0.95))
+    stamps = np.append(stamps, 2.0)
+    passes = [learner.teacher.seen_stream(np.concatenate(stream), stamps, starts) for starts in
+              (None, np.array([False] * 4 + [True]))]  # fmt: skip
+    assert _target_seen(passes[0][4:]) and not _target_seen(passes[1][4:])
+    np.testing.assert_array_equal(passes[0][:4], passes[1][:4])
 
 
 # Obstacles are listed nearest first, so a slot is not an obstacle: the view remembers them by world place.

@@ -95,7 +95,9 @@ class OpdNode(AgentNode):
         self.contract = artifact.contract
         self.learner = None
         if s["drive"] == "opd":
-            self.learner = load_learner(artifact, s["teacher_checkpoint"], s["opd_config"])
+            self.learner = load_learner(
+                artifact, s["teacher_checkpoint"], s["opd_config"], learning=s["learn"]
+            )
             self.embed_dim = self.learner.student.cfg.encoder.embed_dim
             self.encoder_hash = artifact.encoder_hash
             fields = artifact.model("predictor").get("fields") or []
@@ -340,7 +342,7 @@ def gate_health(learner: Any, thread: LearnerThread | None) -> Status:
     counts = learner.gate.counts
     steps = max(learner.steps, 1)
     values = {"decisions": str(learner.steps), "teacher_share": f"{learner.teacher_steps / steps:.3f}",
-              "switches": str(learner.gate.switches), "samples": str(len(learner.store)),
+              "switches": str(learner.gate.switches), "samples": str(len(learner.store or ())),
               "updates": str(learner.updates), "learning": str(thread is not None)}  # fmt: skip
     values.update({f"count.{k}": str(v) for k, v in sorted(counts.items())})
     if thread is not None and thread.error is not None:
