@@ -95,6 +95,8 @@ class LoopStats:
     outcomes: Counter[str] = field(default_factory=Counter)  # finished episodes by outcome name
     clipped: Counter[str] = field(default_factory=Counter)  # applied actions that differ from the command
     latency_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # answer published - due
+    # Monotonic time each latency was taken (its answer came), s: lines latencies up with the host's stalls.
+    latency_at_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
     lateness_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # release - due
     # Monotonic due time of each missed or overrun period, s: lines misses up with the host's stalls.
     missed_at_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
@@ -227,6 +229,7 @@ class RealtimeLoop:
             due = self._due.pop(key, None)
             if due is not None:
                 self._stats.latency_s.append(published_wall_s - due)
+                self._stats.latency_at_s.append(time.monotonic())
             self._cond.notify_all()
 
     def stats(self) -> LoopStats:
@@ -234,7 +237,8 @@ class RealtimeLoop:
         with self._cond:
             s = self._stats
             return replace(s, outcomes=s.outcomes.copy(), clipped=s.clipped.copy(),
-                           latency_s=s.latency_s.copy(), lateness_s=s.lateness_s.copy(),
+                           latency_s=s.latency_s.copy(), latency_at_s=s.latency_at_s.copy(),
+                           lateness_s=s.lateness_s.copy(),
                            missed_at_s=s.missed_at_s.copy())  # fmt: skip
 
     def reset_stats(self) -> None:

@@ -97,6 +97,8 @@ def test_bench_graph_prints_its_figures_as_json(tiny_artifact: Path) -> None:
     if read_steal_s() is not None:
         assert host["steal_ms"] >= 0.0 and 0.0 <= host["steal_share"] <= 1.0
         assert 0 <= host["missed_during_steal"] <= result["missed_cycles"]
+        calm = host["latency_outside_steal_ms"]  # a subset of the answers: never above the raw figures
+        assert calm["answers"] >= 0 and (calm["max"] is None or calm["max"] <= lat["max"])
     else:
         assert host is None
     assert "learner" not in result  # nothing learns beside a plain student

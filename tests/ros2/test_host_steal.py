@@ -118,12 +118,20 @@ def test_bench_holds_the_misses_against_the_periods_with_steal() -> None:
     monitor.restart()
     for k in range(10):  # ten 1 s periods, steal in the 3rd and the 7th
         s.advance(1.0, 0.01 if k in (2, 6) else 0.0, monitor)
-    run = SimpleNamespace(wall_s=10.0, missed_at_s=np.array([2.5, 4.5]))
+    # answers at t = 1.5 .. 9.5 s; the one whose wait (t - latency .. t) overlaps the 7th period's steal is
+    # the slowest, and the figures outside steal leave it out
+    answered = np.arange(1.5, 10.0, 1.0)  # (9,)
+    latency = np.where(answered == 6.5, 700.0, 20.0 + answered)  # ms
+    run = SimpleNamespace(wall_s=10.0, missed_at_s=np.array([2.5, 4.5]), latency_at_s=answered,
+                          latency_ms=latency)  # fmt: skip
     host = host_figures(monitor, run, period_s=1.0)
     assert host["steal_ms"] == pytest.approx(20.0)
     assert host["steal_share"] == pytest.approx(0.02 / (10.0 * (os.cpu_count() or 1)), abs=1e-4)
     assert host["periods_with_steal"] == pytest.approx(0.2) and host["missed_during_steal"] == 1
+    calm = host["latency_outside_steal_ms"]  # 2.5 (in the 3rd period) and 6.5 (its wait reaches the 7th)
+    assert calm["answers"] == 7 and calm["max"] == pytest.approx(29.5) and calm["p50"] == pytest.approx(25.5)
     lockstep = host_figures(monitor, run, period_s=None)  # no wall-time period: only the total
     assert lockstep["steal_ms"] == pytest.approx(20.0)
     assert lockstep["periods_with_steal"] is None and lockstep["missed_during_steal"] is None
+    assert lockstep["latency_outside_steal_ms"] is None
     assert host_figures(StealMonitor(read=lambda: None), run, period_s=1.0) is None

@@ -101,6 +101,11 @@ class StealMonitor:
         snapshot = self._snapshot()
         return sum(self._during(snapshot, t, t + span_s) > 0 for t in times_s)
 
+    def had_steal(self, starts_s: np.ndarray, ends_s: np.ndarray) -> np.ndarray:
+        """Per window [starts_s[i], ends_s[i]] (monotonic), whether it had steal: (N,) bool."""
+        snap = self._snapshot()
+        return np.array([self._during(snap, a, b) > 0 for a, b in zip(starts_s, ends_s, strict=True)], bool)
+
     def share_with_steal(self, span_s: float) -> float:
         """Of the windows of `span_s` that tile the sampled time, the share that had steal: the rate to
         hold `count_during_steal` against (windows that happened to have steal anyway)."""

@@ -103,6 +103,7 @@ class Progress:
     missed: int  # periods stepped without the command answering their observation
     overruns: int  # observations released more than a control period late
     latency_ms: np.ndarray  # image stamp -> command published, per answered observation, ms
+    latency_at_s: np.ndarray  # monotonic time each of them was taken, s
     lateness_ms: np.ndarray  # observation released - due, ms
     missed_at_s: np.ndarray  # monotonic due time of each missed or overrun period, s
     dropped: Counter[str] = field(default_factory=Counter)  # rejected/dropped/lost, by "node: stream.reason"
@@ -201,6 +202,7 @@ class SimSession:
             missed=s.missed,
             overruns=s.overruns,
             latency_ms=np.array(s.latency_s) * 1e3,
+            latency_at_s=np.array(s.latency_at_s),
             lateness_ms=np.array(s.lateness_s) * 1e3,
             missed_at_s=np.array(s.missed_at_s),
             dropped=+dropped,

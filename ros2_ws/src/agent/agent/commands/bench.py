@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # both load rclpy or numpy, which `agent --help` does without
     from agent.host_steal import StealMonitor
@@ -239,23 +239,26 @@ def run_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def _percentiles(ms: Any) -> dict[str, float | None]:
+    """p50, p99 and max of the figures `ms` (N,), ms, rounded; None each when there are none."""
+    import numpy as np
+
+    if not ms.size:
+        return {"p50": None, "p99": None, "max": None}
+    p50, p99 = np.percentile(ms, [50, 99])
+    return {"p50": round(float(p50), 2), "p99": round(float(p99), 2), "max": round(float(ms.max()), 2)}
+
+
 def graph_figures(p: Progress, backend: str, drive: str) -> dict:
     """The figures of `agent bench graph` from a session's Progress (see the module doc)."""
     import numpy as np
 
-    def percentiles(ms: np.ndarray) -> dict[str, float | None]:
-        if not ms.size:
-            return {"p50": None, "p99": None, "max": None}
-        p50, p99 = np.percentile(ms, [50, 99])
-        return {"p50": round(float(p50), 2), "p99": round(float(p99), 2), "max": round(float(ms.max()), 2)}
-
     return {
         "duration_s": round(p.wall_s, 2),
-        "latency_ms": percentiles(
-            p.latency_ms
-        ),  # image stamp (state stamp when the teacher drives) -> command
+        # image stamp (state stamp when the teacher drives) -> command
+        "latency_ms": _percentiles(p.latency_ms),
         "control_rate_hz": round(p.control_rate_hz, 3),
-        "jitter_ms": percentiles(np.abs(p.lateness_ms)),  # each release's wall time - its due time
+        "jitter_ms": _percentiles(np.abs(p.lateness_ms)),  # each release's wall time - its due time
         "cycles": p.cycles,
         "missed_cycles": p.missed_cycles,
         "dropped_messages": sum(p.dropped.values()),
@@ -269,18 +272,23 @@ def graph_figures(p: Progress, backend: str, drive: str) -> dict:
 
 def host_figures(steal: StealMonitor, p: Progress, period_s: float | None) -> dict | None:
     """The host's steal time over the counted run, the share of control periods (`period_s` wall seconds;
-    None in lockstep) that had some, and how many missed cycles had some in theirs (see `agent.host_steal`);
-    None where the host does not report steal. Misses that had steal far more often than periods do were
-    caused by the host."""
+    None in lockstep) that had some, how many missed cycles had some in theirs, and the latency figures of
+    the answers whose wait (image due -> command) had none (see `agent.host_steal`); None where the host
+    does not report steal. Misses that had steal far more often than periods do were caused by the host."""
     total = steal.total_s()
     if total is None:
         return None
     timed = period_s is not None
+    calm = None
+    if timed:
+        stolen = steal.had_steal(p.latency_at_s - p.latency_ms / 1e3, p.latency_at_s)  # (answers,)
+        calm = {**_percentiles(p.latency_ms[~stolen]), "answers": int((~stolen).sum())}
     return {
         "steal_ms": round(total * 1e3, 1),
         "steal_share": round(total / (p.wall_s * (os.cpu_count() or 1)), 4),  # of all CPU time
         "periods_with_steal": round(steal.share_with_steal(period_s), 4) if timed else None,
         "missed_during_steal": steal.count_during_steal(p.missed_at_s, period_s) if timed else None,
+        "latency_outside_steal_ms": calm,  # the raw figure, less the answers whose wait had steal
     }
 
 
@@ -302,5 +310,8 @@ def _print_graph(r: dict) -> None:
             line += (f", in {host['periods_with_steal']:.1%} of control periods and in "
                      f"{host['missed_during_steal']} of the {r['missed_cycles']} missed ones")  # fmt: skip
         print(line)
+        if (calm := host["latency_outside_steal_ms"]) is not None:
+            print(f"  outside steal ({calm['answers']} answers): image stamp -> command "
+                  f"p50 {calm['p50']} ms, p99 {calm['p99']} ms, max {calm['max']} ms")  # fmt: skip
     for name, why in r["not_running"].items():
         print(f"  {name} not running: {why}")
