@@ -46,19 +46,29 @@ class FrameMemory(nn.Module):
         """One episode's embeddings (N, E), in order -> `forward` of the window ending at each frame (N, E).
 
         For offline replay, which knows a whole episode ahead: the windows overlap, so each frame's input
-        projection is computed once (where `forward` on N windows repeats it W times) and step p of every
-        window reads one contiguous slice. Same arithmetic as `forward`, in another order: equal up to
-        float rounding.
+        projection is computed once (where `forward` on N windows repeats it W times), step p of every
+        window reads one contiguous slice, and the zero rows before the episode's first frame are stepped
+        once for all the windows still in them. Same arithmetic as `forward`, in another order: equal up
+        to float rounding.
         """
         w, n, g = self.cfg.frames, len(episode), self.gru
-        zero = episode.new_zeros(w - 1, episode.shape[1])  # the zero rows before the episode's first frame
-        x = torch.cat([zero, episode])  # (N + W - 1, E): window t is rows t .. t + W - 1
-        gi = torch.addmm(g.bias_ih_l0, x, g.weight_ih_l0.T)  # (N + W - 1, 3H), gates r, z, n as PyTorch's
-        h = episode.new_zeros(n, g.hidden_size)  # (N, H): every window starts from zero
+        gi = torch.addmm(g.bias_ih_l0, episode, g.weight_ih_l0.T)  # (N, 3H), gates r, z, n as PyTorch's
+        h = episode.new_zeros(n, g.hidden_size)  # (N, H): window t's state
+        zero = episode.new_zeros(1, g.hidden_size)  # (1, H): the state after p zero rows, every window's
         for p in range(w):  # step p of every window at once
-            i_r, i_z, i_n = gi[p : p + n].chunk(3, dim=1)
-            h_r, h_z, h_n = torch.addmm(g.bias_hh_l0, h, g.weight_hh_l0.T).chunk(3, dim=1)
-            r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
-            c = torch.tanh(i_n + r * h_n)
-            h = c + z * (h - c)  # (1 - z) * c + z * h
+            s = w - 1 - p  # window t reads frame t - s: the windows before s are still in their zero rows
+            if s < n:
+                h[s] = zero[0]  # window s reaches the episode's first frame
+                h[s:] = self._step(gi[: n - s], h[s:])
+            if s > 0:
+                zero = self._step(g.bias_ih_l0[None], zero)
         return episode + self.proj(h)  # (N, E)
+
+    def _step(self, gi: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """One GRU step from input projections gi (M, 3H) and states h (M, H) -> the next states (M, H)."""
+        g = self.gru
+        i_r, i_z, i_n = gi.chunk(3, dim=1)
+        h_r, h_z, h_n = torch.addmm(g.bias_hh_l0, h, g.weight_hh_l0.T).chunk(3, dim=1)
+        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+        c = torch.tanh(i_n + r * h_n)
+        return c + z * (h - c)  # (1 - z) * c + z * h
