@@ -229,7 +229,7 @@ class RealtimeLoop:
             due = self._due.pop(key, None)
             if due is not None:
                 self._stats.latency_s.append(published_wall_s - due)
-                self._stats.latency_at_s.append(time.monotonic())
+                self._stats.latency_at_s.append(self._command_mono)
             self._cond.notify_all()
 
     def stats(self) -> LoopStats:

@@ -98,8 +98,8 @@ class StealMonitor:
 
     def count_during_steal(self, times_s: Iterable[float], span_s: float) -> int:
         """How many of the windows [t, t + span_s] (monotonic) had steal."""
-        snapshot = self._snapshot()
-        return sum(self._during(snapshot, t, t + span_s) > 0 for t in times_s)
+        times = np.asarray(list(times_s), np.float64)
+        return int(self.had_steal(times, times + span_s).sum())
 
     def had_steal(self, starts_s: np.ndarray, ends_s: np.ndarray) -> np.ndarray:
         """Per window [starts_s[i], ends_s[i]] (monotonic), whether it had steal: (N,) bool."""
@@ -109,12 +109,12 @@ class StealMonitor:
     def share_with_steal(self, span_s: float) -> float:
         """Of the windows of `span_s` that tile the sampled time, the share that had steal: the rate to
         hold `count_during_steal` against (windows that happened to have steal anyway)."""
-        times, _ = snapshot = self._snapshot()
+        times, _ = self._snapshot()
         windows = int((times[-1] - times[0]) // span_s) if times else 0
         if windows == 0:
             return 0.0
         starts = times[0] + span_s * np.arange(windows)
-        return sum(self._during(snapshot, t, t + span_s) > 0 for t in starts) / windows
+        return float(self.had_steal(starts, starts + span_s).mean())
 
     def _snapshot(self) -> tuple[list[float], list[float]]:
         with self._lock:
