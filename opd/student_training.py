@@ -238,6 +238,9 @@ class StudentTrainer:
         state = {
             "learner": self.learner.save(),
             "episode_count": self.episode_count,
+            # the newest finished episodes: a resumed run's logged means go on over them instead of starting
+            # from the few episodes finished since the resume
+            "episodes": list(self.episodes),
             "pending_updates": self.pending_updates,
             "train_seconds": self.train_seconds,
             "torch_rng": torch.get_rng_state(),
@@ -262,6 +265,7 @@ class StudentTrainer:
         self.learner.load(state["learner"])
         self.learner.gate.reset()  # every env starts a new episode: no takeover or timer carries over
         self.episode_count = int(state["episode_count"])
+        self.episodes.extend(state.get("episodes", []))  # none in a checkpoint older than the field
         self.pending_updates = float(state["pending_updates"])
         self.train_seconds = float(state.get("train_seconds", 0.0))  # 0: a checkpoint older than the field
         torch.set_rng_state(state["torch_rng"])

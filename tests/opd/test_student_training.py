@@ -81,6 +81,26 @@ def test_rerunning_the_command_resumes_from_the_last_checkpoint(tmp_path: Path) 
     assert rows[-1]["updates"] > first["updates"] and rows[-1]["labels"] > first["labels"]
 
 
+def test_a_resumed_run_logs_episode_means_over_the_episodes_before_its_checkpoint_too(tmp_path: Path) -> None:
+    """The logged episode means are over the newest 100 episodes: a resume that forgot them would log the
+    next means over the few episodes finished since, a jump that looks like a change of the student."""
+    out = tmp_path / "run"
+    first = StudentTrainer(tiny(tmp_path, total_steps=120), out)
+    first.run()
+    finished = [{"success": i % 3 > 0, "outcome": "success" if i % 3 else "collision", "steps": 40 + i,
+                 "intervention_rate": i / 100, "switches_per_min": 1.5, "skill_agreement": 0.9,
+                 "param_error": 0.01, "pred_error": [0.5, float("nan"), 0.7]} for i in range(7)]  # fmt: skip
+    first.episodes.extend(finished)
+    first.save_checkpoint()
+    resumed = StudentTrainer(tiny(tmp_path), out)
+    resumed._resume()
+    got = list(resumed.episodes)[-7:]
+    assert [e["outcome"] for e in got] == [e["outcome"] for e in finished]
+    assert [e["intervention_rate"] for e in got] == [e["intervention_rate"] for e in finished]
+    assert got[3]["pred_error"][0] == 0.5 and got[3]["pred_error"][1] != got[3]["pred_error"][1]  # NaN kept
+    assert len(resumed.episodes) == len(first.episodes)
+
+
 def test_a_resumed_run_does_not_repeat_the_history_logged_after_its_last_checkpoint(tmp_path: Path) -> None:
     """A run killed between a log line and the next checkpoint (or a checkout with a committed history and
     no checkpoint) resumes from the checkpoint: the lines past it are dropped, not logged twice."""
