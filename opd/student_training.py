@@ -26,7 +26,7 @@ import logging
 import os
 import tempfile
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 Method = Literal["opd", "dagger", "novelty", "sim_only"]
 SWITCH = {"opd": "predictor", "novelty": "novelty", "dagger": "student", "sim_only": "student"}
 DEFAULT_TEACHER = "sim/robots/diffbot/teacher/teacher.pt"
+ROLLING_EPISODES = 100  # the newest finished episodes the logged episode means are over
 
 
 class StudentTrainConfig(Config):
@@ -104,8 +105,12 @@ class StudentTrainer:
         student = StudentPolicy(self.student_cfg, teacher.contract)
         self.learner = OnlineDistillation(student, teacher, opd_cfg, cfg.num_envs, seed=cfg.seed)
         cfg.to_yaml(self.out / "config.yaml")
-        self.episodes: deque[dict[str, Any]] = deque(maxlen=100)
+        self.episodes: deque[dict[str, Any]] = deque(maxlen=ROLLING_EPISODES)
         self.episode_count = 0
+        # Finished training episodes by outcome, over the whole run: how often the executed policy (the
+        # gate's choice, teacher included) failed while learning. None: resumed from a checkpoint older
+        # than the count, so the run's total is unknown.
+        self.outcomes: Counter[str] | None = Counter()
         self.pending_updates = 0.0
         # seconds spent training, summed over the runs that resumed this one (as of the last checkpoint):
         # a run killed before its end still counts up to its last checkpoint
@@ -169,6 +174,8 @@ class StudentTrainer:
                 for summary in learner.process_step(obs.time_s, done, obs.task.reasons):
                     self.episodes.append(summary)
                     self.episode_count += 1
+                    if self.outcomes is not None:
+                        self.outcomes[summary["outcome"]] += 1
                 if done.any():
                     idx = np.flatnonzero(done)
                     obs = robot.reset(envs=idx)
@@ -207,6 +214,7 @@ class StudentTrainer:
             "lost_frames": self.learner.store.lost_frames,  # window frames read after being overwritten: 0
             "teacher_steps": self.learner.teacher_steps,
             "episodes": self.episode_count,
+            "train_outcomes": None if self.outcomes is None else dict(self.outcomes),  # cumulative
             "threshold": decision.threshold,
             "steps_per_s": sps,
             **losses,
@@ -241,6 +249,7 @@ class StudentTrainer:
             # the newest finished episodes: a resumed run's logged means go on over them instead of starting
             # from the few episodes finished since the resume
             "episodes": list(self.episodes),
+            "outcomes": None if self.outcomes is None else dict(self.outcomes),
             "pending_updates": self.pending_updates,
             "train_seconds": self.train_seconds,
             "torch_rng": torch.get_rng_state(),
@@ -266,6 +275,8 @@ class StudentTrainer:
         self.learner.gate.reset()  # every env starts a new episode: no takeover or timer carries over
         self.episode_count = int(state["episode_count"])
         self.episodes.extend(state.get("episodes", []))  # none in a checkpoint older than the field
+        counts = state.get("outcomes", None)
+        self.outcomes = None if counts is None else Counter(counts)
         self.pending_updates = float(state["pending_updates"])
         self.train_seconds = float(state.get("train_seconds", 0.0))  # 0: a checkpoint older than the field
         torch.set_rng_state(state["torch_rng"])

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 from pydantic import Field, field_validator
 
-from opd.evaluation import EVAL_SEED, evaluate_student, evaluate_teacher, load_teacher
-from opd.student_training import Method, StudentTrainConfig, StudentTrainer, write_atomic
+from opd.evaluation import EVAL_SEED, evaluate_student, evaluate_teacher, load_teacher, wilson_interval
+from opd.student_training import ROLLING_EPISODES, Method, StudentTrainConfig, StudentTrainer, write_atomic
 from policies.config import Config
 from policies.runtime import load_student
 from sim.config import from_root
@@ -270,7 +270,7 @@ def training_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
     final prediction error per horizon, from a method's history rows (None where nothing was logged)."""
     if not rows:
         keys = ("decisions", "labels", "teacher_decisions", "intervention_rate", "intervention_rate_last20")
-        return {**dict.fromkeys(keys), "switches_per_min": None, "pred_error": {}}
+        return {**dict.fromkeys(keys), "switches_per_min": None, "pred_error": {}, "training_episodes": None}
     end = rows[-1]
     switches = [r["episode/switches_per_min"] for r in rows if "episode/switches_per_min" in r]
     with_pred = [r for r in rows if "pred_error/h1" in r]
@@ -284,7 +284,33 @@ def training_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "intervention_rate_last20": last_share(rows),
         "switches_per_min": finite(np.mean(switches[-SWITCH_ROWS:])) if switches else None,
         "pred_error": pred,
+        "training_episodes": training_episodes(rows),
     }
+
+
+def training_episodes(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How the executed policy (the gate's choice, the teacher's actions included) did while it learned:
+    the finished training episodes, their successes and their outcomes, with a 95% Wilson interval.
+
+    From the cumulative counts of a history that logs them (`train_outcomes`, "whole_run": True). A history
+    logged before them holds only the mean over the newest 100 episodes, which is exact while no more than
+    100 have finished: then the first episodes are counted ("whole_run": False, no outcomes). None when no
+    episode finished."""
+    end = rows[-1]
+    counts = end.get("train_outcomes")
+    if counts is not None:
+        n, successes, outcomes, whole = sum(counts.values()), counts.get("success", 0), counts, True
+    else:
+        early = [r for r in rows if 0 < r.get("episodes", 0) <= ROLLING_EPISODES and "episode/success" in r]
+        if not early:
+            return None
+        n, whole, outcomes = early[-1]["episodes"], False, None
+        successes = round(early[-1]["episode/success"] * n)
+    if n == 0:
+        return None
+    lo, hi = wilson_interval(successes, n)
+    return {"episodes": n, "successes": successes, "success_rate": successes / n,
+            "ci95": [round(lo, 4), round(hi, 4)], "outcomes": outcomes, "whole_run": whole}  # fmt: skip
 
 
 def finite(value: float) -> float | None:

@@ -128,7 +128,7 @@ def markdown(report: dict[str, Any]) -> str:
     for t in report["targets"]:
         result = {True: "PASS", False: "FAIL", None: "n/a"}[t["pass"]]
         lines.append(f"| {t['target']} | {t['goal']} | {target_value(t)} | {result} | {t['note']} |")
-    lines += _pred_error_table(methods) + _outcomes_table(methods, teacher)
+    lines += _while_training_table(methods) + _pred_error_table(methods) + _outcomes_table(methods, teacher)
     lines += ["", "## Plots", ""] + [f"![{p[:-4]}]({p})" for p in PLOTS]
     resolved = yaml.safe_dump(report["config"], sort_keys=False)
     lines += ["", "## Resolved configuration", "", "```yaml", resolved.rstrip(), "```", ""]
@@ -144,6 +144,37 @@ def _pred_error_table(methods: dict[str, dict[str, Any]]) -> list[str]:
     for name, m in methods.items():
         cells = [number(m["pred_error"].get(h), ".3f") for h in horizons]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _while_training_table(methods: dict[str, dict[str, Any]]) -> list[str]:
+    """How each method's executed policy did on its training episodes: what the robot went through while
+    the student learned (the gate's purpose), beside the final student's figures above."""
+    rows = {name: m["training_episodes"] for name, m in methods.items() if m.get("training_episodes")}
+    if not rows:
+        return []
+    kinds = sorted({k for t in rows.values() for k in (t["outcomes"] or {})})
+    header = ["method", "success", "95% CI", "episodes", "counted over", *kinds]
+    lines = [
+        "",
+        "## While training (the executed policy: the student, or the teacher where the gate chose it)",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|---" * len(header) + "|",
+    ]
+    for name, t in rows.items():
+        over = "the whole run" if t["whole_run"] else f"the first {t['episodes']} episodes"
+        counts = [str(t["outcomes"].get(k, 0)) if t["outcomes"] else "-" for k in kinds]
+        cells = [name, pct(t["success_rate"]), ci(t["ci95"]), str(t["episodes"]), over, *counts]
+        lines.append("| " + " | ".join(cells) + " |")
+    if not all(t["whole_run"] for t in rows.values()):
+        note = (
+            "A history logged before the cumulative outcome counts holds only the mean over the newest "
+            "100 episodes, exact while no more than 100 had finished: those are counted."
+        )
+        lines += ["", note]
+    if "sim_only" in rows:
+        lines += ["", "sim_only trains in the clean sim: its episodes are not the proxy's."]
     return lines
 
 

@@ -47,6 +47,7 @@ def test_every_method_trains_and_writes_the_student(tmp_path: Path, method: str)
     assert StudentTrainer(tiny(tmp_path, method=method), out).run() == out / "student.pt"
     rows = history(out)
     assert rows[-1]["step"] == 240 and rows[-1]["updates"] > 0 and rows[-1]["labels"] > 0
+    assert sum(rows[-1]["train_outcomes"].values()) == rows[-1]["episodes"]  # every finished one, by outcome
     assert "loss/skill_kl" in rows[-1] and "loss/state_pred" in rows[-1]
     meta = yaml.safe_load((out / "student.yaml").read_text())
     assert meta["method"] == method and meta["predictor"]["out_dim"] == 25  # the robot's privileged fields
@@ -91,14 +92,24 @@ def test_a_resumed_run_logs_episode_means_over_the_episodes_before_its_checkpoin
                  "intervention_rate": i / 100, "switches_per_min": 1.5, "skill_agreement": 0.9,
                  "param_error": 0.01, "pred_error": [0.5, float("nan"), 0.7]} for i in range(7)]  # fmt: skip
     first.episodes.extend(finished)
+    first.outcomes.update(e["outcome"] for e in finished)
     first.save_checkpoint()
     resumed = StudentTrainer(tiny(tmp_path), out)
     resumed._resume()
+    assert resumed.outcomes == first.outcomes and resumed.outcomes["collision"] >= 3  # the run's counts go on
     got = list(resumed.episodes)[-7:]
     assert [e["outcome"] for e in got] == [e["outcome"] for e in finished]
     assert [e["intervention_rate"] for e in got] == [e["intervention_rate"] for e in finished]
     assert got[3]["pred_error"][0] == 0.5 and got[3]["pred_error"][1] != got[3]["pred_error"][1]  # NaN kept
     assert len(resumed.episodes) == len(first.episodes)
+    # a checkpoint older than the counts: the run's totals are unknown, not restarted from zero
+    ckpt = sorted((out / "checkpoints").glob("step_*.pt"))[-1]
+    state = torch.load(ckpt, weights_only=True)
+    del state["outcomes"]
+    torch.save(state, ckpt)
+    older = StudentTrainer(tiny(tmp_path), out)
+    older._resume()
+    assert older.outcomes is None
 
 
 def test_a_resumed_run_does_not_repeat_the_history_logged_after_its_last_checkpoint(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from opd.transfer_benchmark import (
     last_share,
     read_history,
     record_wall_clock,
+    training_episodes,
     training_metrics,
     write_json,
 )
@@ -84,6 +85,27 @@ def test_training_metrics_from_a_history() -> None:
     assert m["pred_error"] == {"h1": pytest.approx(0.4), "h2": None}  # NaN is not JSON
     empty = training_metrics([])
     assert empty["labels"] is None and empty["pred_error"] == {}
+
+
+def test_training_episodes_count_the_whole_run_or_the_first_hundred_of_an_older_history() -> None:
+    rows = ramp([100, 200, 300])
+    counts = [{}, {"success": 3, "collision": 1}, {"success": 7, "collision": 2, "timeout": 1}]
+    for row, count in zip(rows, counts, strict=True):
+        row["train_outcomes"] = count
+    t = training_episodes(rows)
+    assert (t["episodes"], t["successes"], t["whole_run"]) == (10, 7, True)
+    assert t["outcomes"] == {"success": 7, "collision": 2, "timeout": 1}
+    assert t["ci95"] == pytest.approx(wilson_interval(7, 10), abs=1e-4)
+    # an older history: rolling means over the newest 100 episodes, exact up to the 100th
+    old = ramp([100, 200, 300, 400])
+    for row, (episodes, mean) in zip(old, [(0, None), (40, 0.95), (98, 0.97), (130, 0.5)], strict=True):
+        row["episodes"] = episodes
+        if mean is not None:
+            row["episode/success"] = mean
+    t = training_episodes(old)
+    assert (t["episodes"], t["successes"], t["whole_run"], t["outcomes"]) == (98, 95, False, None)
+    assert training_episodes(ramp([100])) is None  # no episode finished, nothing counted
+    assert training_episodes([{**ramp([100])[0], "train_outcomes": {}}]) is None
 
 
 def test_gap_closed_and_ci_separation() -> None:
@@ -179,6 +201,17 @@ def test_write_report_writes_the_markdown_json_and_plots(tmp_path: Path) -> None
     assert "| OPD success on the proxy | >= 90% | 70.0% | FAIL |" in md  # opd: 140 of 200
     versus = "| better than dagger at equal budget | > rival | +10.0 points | PASS | 95% CIs separate: no |"
     assert versus in md
+    assert "## While training" not in md  # histories without episodes: nothing to count
+
+    methods["opd"]["training_episodes"] = training_episodes(
+        [{**rows[-1], "train_outcomes": {"success": 99, "collision": 1}}]
+    )
+    methods["dagger"]["training_episodes"] = training_episodes(
+        [{**rows[-1], "episodes": 100, "episode/success": 0.92}]
+    )
+    md = write_report(report | {"methods": methods}, histories, tmp_path).read_text()
+    assert "| opd | 99.0% | 94.5%-99.8% | 100 | the whole run | 1 | 99 |" in md
+    assert "| dagger | 92.0% | 85.0%-95.9% | 100 | the first 100 episodes | - | - |" in md
 
 
 @pytest.mark.parametrize("path", sorted(QUICK.parent.glob("transfer*.yaml")), ids=lambda p: p.name)
