@@ -347,6 +347,7 @@ def run_episodes(
     episode_of = np.arange(n)  # episode each env runs; -1 once there are no more to start
     returns = np.zeros(n)
     successes, totals, outcomes = 0, [], {}
+    by_episode: list[str] = [""] * episodes  # episode i's outcome: policies run on the same seeds pair up
     ends: dict[str, list[tuple[float, float]]] = {}  # outcome -> (progress, episode time s) per episode
     try:
         obs, info = envs.reset(seed=[seed + i for i in range(n)])
@@ -362,6 +363,7 @@ def run_episodes(
                     on_end(int(i), str(info["outcome"][i]))
                 successes += bool(info["success"][i])
                 outcomes[info["outcome"][i]] = outcomes.get(info["outcome"][i], 0) + 1
+                by_episode[episode_of[i]] = str(info["outcome"][i])
                 ends.setdefault(info["outcome"][i], []).append(
                     (float(obs["progress"][i, 0]), float(info["episode_time_s"][i]))
                 )
@@ -385,6 +387,7 @@ def run_episodes(
         "sim": envs.config.backend,
         "proxy": proxy,
         "outcomes": outcomes,
+        "episode_outcomes": by_episode,  # in episode order: episode i ran on seed + i
         # where each kind of ending happens: the share of the tour done (markers reached / M) and when
         "by_outcome": {
             k: {

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -229,9 +230,13 @@ def train_and_export(cfg: StudentTrainConfig, out: Path) -> int | None:
 
 
 def summary(evaluation: dict[str, Any]) -> dict[str, Any]:
-    """The report's evaluation fields of an `evaluate_*` result."""
+    """The report's evaluation fields of an `evaluate_*` result; with its per-episode outcomes, each
+    episode's success as one character ("1"/"0", episode i on seed EVAL_SEED + i), for paired comparisons
+    (None for an evaluation written before they were kept)."""
     keys = ("success_rate", "ci95", "episodes", "outcomes", "mean_return")
-    return {k: evaluation[k] for k in keys}
+    per_episode = evaluation.get("episode_outcomes")
+    success = None if per_episode is None else "".join("1" if o == "success" else "0" for o in per_episode)
+    return {**{k: evaluation[k] for k in keys}, "episode_success": success}
 
 
 def read_history(path: Path) -> list[dict[str, Any]]:
@@ -330,6 +335,30 @@ def cis_separate(better: list[float], worse: list[float]) -> bool:
     return better[0] > worse[1]
 
 
+def paired(a: str, b: str, z: float = 1.959964) -> dict[str, Any]:
+    """Policy a against b on the same episodes (`summary`'s "episode_success" of each): the seeds only one
+    of them succeeded on, the difference of success rates with a 95% interval, and McNemar's exact p.
+
+    Every policy plays the same seeds, so a layout that is hard for one is mostly hard for the other: the
+    difference's spread comes from the discordant seeds only, and separate intervals (which ignore that)
+    understate a real difference. Interval: the adjusted Wald interval for paired proportions (Bonett &
+    Price 2012: one pseudo-count added to each discordant cell); p: the two-sided exact binomial test of the
+    discordant seeds (McNemar's exact test)."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired outcomes need the same episodes: {len(a)} against {len(b)}")
+    n = len(a)
+    only_a = sum(x == "1" and y == "0" for x, y in zip(a, b, strict=True))
+    only_b = sum(x == "0" and y == "1" for x, y in zip(a, b, strict=True))
+    pa, pb = (only_a + 1) / (n + 2), (only_b + 1) / (n + 2)
+    diff = pa - pb
+    half = z * math.sqrt(max((pa + pb - diff**2) / (n + 2), 0.0))
+    discordant = only_a + only_b
+    tail = sum(math.comb(discordant, k) for k in range(min(only_a, only_b) + 1)) / 2**discordant
+    return {"episodes": n, "only_a": only_a, "only_b": only_b, "difference": (only_a - only_b) / n,
+            "ci95": [round(max(diff - half, -1.0), 4), round(min(diff + half, 1.0), 4)],
+            "p_value": min(1.0, 2 * tail)}  # fmt: skip
+
+
 def derived(methods: dict[str, dict[str, Any]], teacher: dict[str, Any]) -> dict[str, Any]:
     """OPD's gap closed and its comparison with dagger and novelty (None where a method was not run)."""
     opd = methods.get("opd")
@@ -341,14 +370,16 @@ def derived(methods: dict[str, dict[str, Any]], teacher: dict[str, Any]) -> dict
         )
     for other in ("dagger", "novelty"):
         rival = methods.get(other)
-        out[f"opd_vs_{other}"] = (
-            {
-                "difference": opd["success_rate"] - rival["success_rate"],
-                "ci_separated": cis_separate(opd["ci95"], rival["ci95"]),
-            }
-            if opd and rival
-            else None
-        )
+        if not (opd and rival):
+            out[f"opd_vs_{other}"] = None
+            continue
+        both = opd.get("episode_success") and rival.get("episode_success")
+        out[f"opd_vs_{other}"] = {
+            "difference": opd["success_rate"] - rival["success_rate"],
+            "ci_separated": cis_separate(opd["ci95"], rival["ci95"]),
+            # on the same seeds (None: an evaluation kept from before per-episode outcomes)
+            "paired": paired(opd["episode_success"], rival["episode_success"]) if both else None,
+        }
     return out
 
 
@@ -376,9 +407,12 @@ def check_targets(
         if versus is None:
             rows.append(row(f"better than {other} at equal budget", "> rival", None, None))
             continue
-        separated = "yes" if versus["ci_separated"] else "no"
+        note = f"95% CIs separate: {'yes' if versus['ci_separated'] else 'no'}"
+        if pair := versus.get("paired"):
+            lo, hi = pair["ci95"]
+            note += f"; paired 95% CI {lo * 100:+.1f} to {hi * 100:+.1f} points, p = {pair['p_value']:.3g}"
         rows.append(row(f"better than {other} at equal budget", "> rival", versus["difference"],
-                        versus["difference"] > 0, f"95% CIs separate: {separated}"))  # fmt: skip
+                        versus["difference"] > 0, note))  # fmt: skip
     rows.append(
         row("teacher interventions, last 20% of training", f"< {targets.intervention_last20:.0%}", last20,
             None if last20 is None else last20 < targets.intervention_last20)

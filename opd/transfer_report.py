@@ -46,6 +46,11 @@ def ci(bounds: list[float]) -> str:
     return f"{bounds[0]:.1%}-{bounds[1]:.1%}"
 
 
+def points(bounds: list[float]) -> str:
+    """An interval of success-rate differences in percentage points."""
+    return f"{bounds[0] * 100:+.1f} to {bounds[1] * 100:+.1f} points"
+
+
 def duration(seconds: float | None) -> str:
     """Seconds in the unit that reads best."""
     if seconds is None:
@@ -121,9 +126,15 @@ def markdown(report: dict[str, Any]) -> str:
         versus = extra[f"opd_vs_{other}"]
         if versus is not None:
             separated = "separate" if versus["ci_separated"] else "overlap"
-            lines.append(
-                f"- OPD vs {other}: {versus['difference'] * 100:+.1f} points; the 95% CIs {separated}."
-            )
+            line = f"- OPD vs {other}: {versus['difference'] * 100:+.1f} points; the 95% CIs {separated}."
+            if versus.get("paired"):
+                pair = versus["paired"]
+                line += (
+                    f" On the same {pair['episodes']} seeds, OPD alone succeeded on {pair['only_a']} and "
+                    f"{other} alone on {pair['only_b']}: paired 95% CI {points(pair['ci95'])}, McNemar's "
+                    f"exact p = {pair['p_value']:.3g}."
+                )
+            lines.append(line)
     lines += ["", "## Targets", "", "| target | goal | measured | result | note |", "|---|---|---|---|---|"]
     for t in report["targets"]:
         result = {True: "PASS", False: "FAIL", None: "n/a"}[t["pass"]]

@@ -43,6 +43,9 @@ def test_episode_i_is_the_same_whichever_env_runs_it() -> None:
     two = evaluate_teacher(policy, 5, sim_config=SHORT, num_envs=2)
     three = evaluate_teacher(policy, 5, sim_config=SHORT, num_envs=3)
     assert two["outcomes"] == three["outcomes"] and sum(two["outcomes"].values()) == 5
+    # each episode's outcome by its seed, whichever env ran it: two policies' episodes pair up by index
+    assert two["episode_outcomes"] == three["episode_outcomes"] and len(two["episode_outcomes"]) == 5
+    assert {o: two["episode_outcomes"].count(o) for o in two["outcomes"]} == two["outcomes"]
     assert two["mean_return"] == pytest.approx(three["mean_return"], rel=1e-5)
     assert set(two) >= {"episodes", "success_rate", "ci95", "mean_return", "sim", "proxy"}
     # where episodes end: per outcome, the share of the tour done and the episode time

@@ -19,13 +19,14 @@ from opd.transfer_benchmark import (
     cis_separate,
     gap_closed,
     last_share,
+    paired,
     read_history,
     record_wall_clock,
     training_episodes,
     training_metrics,
     write_json,
 )
-from opd.transfer_report import PLOTS, write_report
+from opd.transfer_report import PLOTS, markdown, write_report
 from policies.config import ConfigError
 
 QUICK = Path(__file__).parents[2] / "opd" / "configs" / "transfer_quick.yaml"
@@ -117,6 +118,29 @@ def test_gap_closed_and_ci_separation() -> None:
     assert not cis_separate([0.8, 0.9], [0.6, 0.8])  # touching is not separate
 
 
+def test_paired_comparison_counts_the_seeds_only_one_policy_succeeded_on() -> None:
+    # a succeeds on every seed b does and on 10 more: 90% against 80% of 100 episodes
+    one_sided = paired("1" * 90 + "0" * 10, "1" * 80 + "0" * 20)
+    assert (one_sided["only_a"], one_sided["only_b"], one_sided["difference"]) == (10, 0, pytest.approx(0.1))
+    assert one_sided["p_value"] == pytest.approx(2 / 2**10)  # all 10 discordant seeds one way
+    # adjusted Wald (Bonett & Price 2012), by hand: (11 - 1) / 102 +- 1.96 sqrt((12/102 - (10/102)^2) / 102)
+    assert one_sided["ci95"] == pytest.approx([0.0343, 0.1618], abs=1e-4)
+    # the separate 95% intervals overlap (82.6-94.5% and 71.1-86.7%); the paired one excludes 0
+    assert not cis_separate(list(wilson_interval(90, 100)), list(wilson_interval(80, 100)))
+    assert one_sided["ci95"][0] > 0
+    # discordance both ways: 5 against 3 of 10, McNemar exact 2 * (1 + 8 + 28 + 56) / 2^8
+    mixed = paired("1111100011", "0000011111")
+    assert mixed["p_value"] == pytest.approx(2 * 93 / 256) and mixed["difference"] == pytest.approx(0.2)
+    assert mixed["ci95"] == pytest.approx([-0.3411, 0.6745], abs=1e-4)
+    even = paired("10" * 50, "01" * 50)
+    assert even["p_value"] == 1.0 and even["ci95"][0] == pytest.approx(-even["ci95"][1])
+    none = paired("11", "11")  # no discordant seed: no evidence either way
+    assert (none["difference"], none["p_value"]) == (0.0, 1.0)
+    assert none["ci95"] == pytest.approx([-0.6929, 0.6929], abs=1e-4)
+    with pytest.raises(ValueError, match="same episodes"):
+        paired("101", "10")
+
+
 def test_the_report_checks_the_targets_with_wilson_intervals() -> None:
     # 200 episodes each: opd 92% [87.5, 95.0], dagger 75% [68.6, 80.5], novelty 88% [82.8, 91.9]
     methods = {"sim_only": method_result(100), "dagger": method_result(150),
@@ -124,8 +148,9 @@ def test_the_report_checks_the_targets_with_wilson_intervals() -> None:
     report = build_report(TransferConfig(), TransferConfig().train(), evaluation(196), methods, "agent x")
     extra = report["derived"]
     assert extra["opd_gap_closed"] == pytest.approx((0.92 - 0.5) / (0.98 - 0.5))
-    assert extra["opd_vs_dagger"] == {"difference": pytest.approx(0.17), "ci_separated": True}
-    assert extra["opd_vs_novelty"] == {"difference": pytest.approx(0.04), "ci_separated": False}
+    no_seeds = {"paired": None}  # evaluations without per-episode outcomes: no paired comparison
+    assert extra["opd_vs_dagger"] == {"difference": pytest.approx(0.17), "ci_separated": True, **no_seeds}
+    assert extra["opd_vs_novelty"] == {"difference": pytest.approx(0.04), "ci_separated": False, **no_seeds}
     assert [t["pass"] for t in report["targets"]] == [True, True, True, True, True]
     assert "95% CIs separate: no" in report["targets"][3]["note"]
     assert report["command"] == "agent x" and report["config"]["transfer"]["episodes"] == 200
@@ -134,6 +159,23 @@ def test_the_report_checks_the_targets_with_wilson_intervals() -> None:
     methods["opd"] = method_result(150, last20=0.2)
     report = build_report(TransferConfig(), TransferConfig().train(), evaluation(196), methods, "agent x")
     assert [t["pass"] for t in report["targets"]] == [False, False, False, False, False]
+
+
+def test_methods_evaluated_on_the_same_seeds_are_compared_pairwise() -> None:
+    methods = {"dagger": method_result(150), "novelty": method_result(176), "opd": method_result(184)}
+    methods["opd"]["episode_success"] = "1" * 184 + "0" * 16
+    methods["dagger"]["episode_success"] = "1" * 150 + "0" * 50  # fails wherever OPD does, and more
+    cfg = TransferConfig(methods=["dagger", "novelty", "opd"])
+    report = build_report(cfg, cfg.train(), evaluation(196), methods, "agent x")
+    pair = report["derived"]["opd_vs_dagger"]["paired"]
+    assert pair == paired(methods["opd"]["episode_success"], methods["dagger"]["episode_success"])
+    assert (pair["only_a"], pair["only_b"]) == (34, 0) and pair["p_value"] < 1e-9
+    assert report["derived"]["opd_vs_novelty"]["paired"] is None  # novelty's evaluation kept no episodes
+    notes = {t["target"]: t["note"] for t in report["targets"]}
+    assert "paired 95% CI +" in notes["better than dagger at equal budget"]
+    assert notes["better than novelty at equal budget"] == "95% CIs separate: no"
+    assert "On the same 200 seeds, OPD alone succeeded on 34 and dagger alone on 0" in markdown(report)
+    json.dumps(report, allow_nan=False)
 
 
 def test_targets_of_methods_not_run_are_not_measured() -> None:
@@ -250,12 +292,13 @@ def test_with_pretrain_every_method_starts_from_one_sim_trained_student(tmp_path
 
     import shutil
 
+    kept = (tmp_path / "pretrain" / "eval.json").read_text()
     shutil.rmtree(tmp_path / "pretrain" / "checkpoints")  # asked for more episodes: evaluated again, not
     more = cfg.model_copy(update={"episodes": 2})  # retrained (its checkpoints are gone)
     assert TransferBenchmark(more, tmp_path).pretrained(needed=False) == start
     assert json.loads((tmp_path / "pretrain" / "eval.json").read_text())["episodes"] == 2
     assert not (tmp_path / "pretrain" / "checkpoints").exists()
-    write_json(tmp_path / "pretrain" / "eval.json", {**json.loads(json.dumps(pretrain)), "steps": 96})
+    (tmp_path / "pretrain" / "eval.json").write_text(kept)
 
     shutil.rmtree(start)  # another machine: only the small files were kept
     again = TransferBenchmark(cfg, tmp_path).run()
