@@ -213,6 +213,7 @@ class StudentTrainer:
             "labels": self.learner.store.added,
             "lost_frames": self.learner.store.lost_frames,  # window frames read after being overwritten: 0
             "teacher_steps": self.learner.teacher_steps,
+            "gate_counts": dict(self.learner.gate.counts),  # cumulative: "teacher/<reason>" -> decisions
             "episodes": self.episode_count,
             "train_outcomes": None if self.outcomes is None else dict(self.outcomes),  # cumulative
             "threshold": decision.threshold,

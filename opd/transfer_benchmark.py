@@ -255,19 +255,46 @@ def read_history(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def last_share(rows: list[dict[str, Any]], share: float = LAST_SHARE) -> float | None:
-    """Teacher-executed share of the decisions in the last `share` of training: the difference of the
-    cumulative teacher_steps between the last line and the last line at or before (1 - share) of the
-    steps (step 0 when there is none), over the decisions between them. None without two points."""
+def last_window(rows: list[dict[str, Any]], share: float = LAST_SHARE) -> tuple[dict, dict] | None:
+    """The rows bounding the last `share` of training: the last line at or before (1 - share) of the steps
+    (a line at step 0 with zero counts when there is none) and the last line. None without decisions."""
     if not rows:
         return None
     end = rows[-1]
     cut = (1.0 - share) * end["step"]
-    start = next((r for r in reversed(rows) if r["step"] <= cut), {"step": 0, "teacher_steps": 0})
-    decisions = end["step"] - start["step"]
-    if decisions <= 0:
+    start = next(
+        (r for r in reversed(rows) if r["step"] <= cut), {"step": 0, "teacher_steps": 0, "gate_counts": {}}
+    )
+    return (start, end) if end["step"] > start["step"] else None
+
+
+def last_share(rows: list[dict[str, Any]], share: float = LAST_SHARE) -> float | None:
+    """Teacher-executed share of the decisions in the last `share` of training: the difference of the
+    cumulative teacher_steps between `last_window`'s rows over the decisions between them. None without
+    two points."""
+    window = last_window(rows, share)
+    if window is None:
         return None
-    return (end["teacher_steps"] - start["teacher_steps"]) / decisions
+    start, end = window
+    return (end["teacher_steps"] - start["teacher_steps"]) / (end["step"] - start["step"])
+
+
+def last_reasons(rows: list[dict[str, Any]], share: float = LAST_SHARE) -> dict[str, float] | None:
+    """Why the gate chose the teacher over the last `share` of training: per reason (`opd.gate.REASONS`),
+    the share of the decisions it ruled "teacher/<reason>", from the cumulative gate counts of a history
+    that logs them (None for one logged before them, or without a gate's rulings). Decisions the gate did
+    not rule (no student frame yet) are not among them."""
+    window = last_window(rows, share)
+    if window is None or "gate_counts" not in window[1] or "gate_counts" not in window[0]:
+        return None
+    start, end = window
+    decisions = end["step"] - start["step"]
+    reasons = {
+        k.split("/", 1)[1]: (v - start["gate_counts"].get(k, 0)) / decisions
+        for k, v in end["gate_counts"].items()
+        if k.startswith("teacher/")
+    }
+    return {k: v for k, v in sorted(reasons.items()) if v > 0} or None
 
 
 def training_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -275,7 +302,8 @@ def training_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
     final prediction error per horizon, from a method's history rows (None where nothing was logged)."""
     if not rows:
         keys = ("decisions", "labels", "teacher_decisions", "intervention_rate", "intervention_rate_last20")
-        return {**dict.fromkeys(keys), "switches_per_min": None, "pred_error": {}, "training_episodes": None}
+        keys += ("switches_per_min", "training_episodes", "teacher_reasons_last20")
+        return {**dict.fromkeys(keys), "pred_error": {}}
     end = rows[-1]
     switches = [r["episode/switches_per_min"] for r in rows if "episode/switches_per_min" in r]
     with_pred = [r for r in rows if "pred_error/h1" in r]
@@ -287,6 +315,7 @@ def training_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "teacher_decisions": end["teacher_steps"],
         "intervention_rate": end["teacher_steps"] / end["step"] if end["step"] else None,
         "intervention_rate_last20": last_share(rows),
+        "teacher_reasons_last20": last_reasons(rows),
         "switches_per_min": finite(np.mean(switches[-SWITCH_ROWS:])) if switches else None,
         "pred_error": pred,
         "training_episodes": training_episodes(rows),

@@ -139,7 +139,8 @@ def markdown(report: dict[str, Any]) -> str:
     for t in report["targets"]:
         result = {True: "PASS", False: "FAIL", None: "n/a"}[t["pass"]]
         lines.append(f"| {t['target']} | {t['goal']} | {target_value(t)} | {result} | {t['note']} |")
-    lines += _while_training_table(methods) + _pred_error_table(methods) + _outcomes_table(methods, teacher)
+    lines += _while_training_table(methods) + _reasons_table(methods)
+    lines += _pred_error_table(methods) + _outcomes_table(methods, teacher)
     lines += ["", "## Plots", ""] + [f"![{p[:-4]}]({p})" for p in PLOTS]
     resolved = yaml.safe_dump(report["config"], sort_keys=False)
     lines += ["", "## Resolved configuration", "", "```yaml", resolved.rstrip(), "```", ""]
@@ -186,6 +187,26 @@ def _while_training_table(methods: dict[str, dict[str, Any]]) -> list[str]:
         lines += ["", note]
     if "sim_only" in rows:
         lines += ["", "sim_only trains in the clean sim: its episodes are not the proxy's."]
+    return lines
+
+
+def _reasons_table(methods: dict[str, dict[str, Any]]) -> list[str]:
+    """Why the gate chose the teacher over the last 20% of training (the target's window), per reason."""
+    rows = {
+        name: m["teacher_reasons_last20"] for name, m in methods.items() if m.get("teacher_reasons_last20")
+    }
+    if not rows:
+        return []
+    reasons = sorted({r for t in rows.values() for r in t})
+    lines = [
+        "",
+        "## Why the teacher acted, last 20% of training (share of all decisions, by the gate's reason)",
+        "",
+        "| method | " + " | ".join(reasons) + " |",
+        "|---" * (len(reasons) + 1) + "|",
+    ]
+    for name, t in rows.items():
+        lines.append(f"| {name} | " + " | ".join(pct(t.get(r, 0.0)) for r in reasons) + " |")
     return lines
 
 

@@ -48,6 +48,8 @@ def test_every_method_trains_and_writes_the_student(tmp_path: Path, method: str)
     rows = history(out)
     assert rows[-1]["step"] == 240 and rows[-1]["updates"] > 0 and rows[-1]["labels"] > 0
     assert sum(rows[-1]["train_outcomes"].values()) == rows[-1]["episodes"]  # every finished one, by outcome
+    if method in ("opd", "novelty"):  # the gate's rulings, cumulative: one per decision of every env
+        assert sum(rows[-1]["gate_counts"].values()) == 240
     assert "loss/skill_kl" in rows[-1] and "loss/state_pred" in rows[-1]
     meta = yaml.safe_load((out / "student.yaml").read_text())
     assert meta["method"] == method and meta["predictor"]["out_dim"] == 25  # the robot's privileged fields

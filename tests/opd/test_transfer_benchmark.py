@@ -18,6 +18,7 @@ from opd.transfer_benchmark import (
     build_report,
     cis_separate,
     gap_closed,
+    last_reasons,
     last_share,
     paired,
     read_history,
@@ -61,6 +62,25 @@ def test_last_share_is_the_teacher_share_of_the_last_fifth_of_the_decisions() ->
     # one line only: the window starts at step 0
     assert last_share(ramp([1000])) == pytest.approx((800 * 0.5 + 200 * 0.05) / 1000)
     assert last_share([]) is None
+
+
+def test_last_reasons_split_the_last_fifth_by_why_the_gate_chose_the_teacher() -> None:
+    rows = ramp(list(range(100, 1001, 100)))
+    for row in rows:  # cumulative; error takeovers: 30 per 100 decisions up to 800, then 2; override: 1
+        s = row["step"]
+        row["gate_counts"] = {
+            "teacher/error_above_threshold": 0.3 * min(s, 800) + 0.02 * max(s - 800, 0),
+            "teacher/skill_disagreement": 0.01 * s,
+            "student/student_confident": 0.5 * s,
+        }
+    reasons = last_reasons(rows)
+    assert reasons == {
+        "error_above_threshold": pytest.approx(0.02),
+        "skill_disagreement": pytest.approx(0.01),
+    }
+    assert last_reasons(ramp([500, 1000])) is None  # a history logged before the gate's counts
+    quiet = [{**r, "gate_counts": {"student/forced_student": r["step"]}} for r in ramp([500, 1000])]
+    assert last_reasons(quiet) is None  # the teacher never ruled (DAgger)
 
 
 def test_read_history_drops_the_lines_a_resumed_run_logged_again(tmp_path: Path) -> None:
@@ -254,6 +274,10 @@ def test_write_report_writes_the_markdown_json_and_plots(tmp_path: Path) -> None
     md = write_report(report | {"methods": methods}, histories, tmp_path).read_text()
     assert "| opd | 99.0% | 94.5%-99.8% | 100 | the whole run | 1 | 99 |" in md
     assert "| dagger | 92.0% | 85.0%-95.9% | 100 | the first 100 episodes | - | - |" in md
+    assert "## Why the teacher acted" not in md
+    methods["opd"]["teacher_reasons_last20"] = {"holding": 0.06, "skill_disagreement": 0.04}
+    md = write_report(report | {"methods": methods}, histories, tmp_path).read_text()
+    assert "| method | holding | skill_disagreement |" in md and "| opd | 6.0% | 4.0% |" in md
 
 
 @pytest.mark.parametrize("path", sorted(QUICK.parent.glob("transfer*.yaml")), ids=lambda p: p.name)
