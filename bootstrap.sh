@@ -80,6 +80,7 @@ case "$cmd" in
     test)
         setup; build_interfaces; export_env
         ruff check .
+        ruff format --check .
         exec python -m pytest "$@"
         ;;
     setup)

@@ -77,4 +77,3 @@ class DecisionStream:
     def refusals(self) -> dict[str, int]:
         """Frames and teacher states the buffer refused, by reason."""
         return dict(self.learner.buffers[0].counts)
-

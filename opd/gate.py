@@ -96,8 +96,14 @@ def disagreement(
 
 
 def choose(
-    was: np.ndarray, held: np.ndarray, min_teacher_steps: int | np.ndarray, ok: np.ndarray,
-    in_contract: np.ndarray, disagree: np.ndarray, error: np.ndarray, threshold: float | np.ndarray,
+    was: np.ndarray,
+    held: np.ndarray,
+    min_teacher_steps: int | np.ndarray,
+    ok: np.ndarray,
+    in_contract: np.ndarray,
+    disagree: np.ndarray,
+    error: np.ndarray,
+    threshold: float | np.ndarray,
     release: float | np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The module's rules, first match wins, per env (N,): (teacher acts, index into REASONS). The settings
@@ -369,8 +375,14 @@ class GateBank:
         return out, calibrated
 
     def decide(
-        self, step: int, now: np.ndarray, error: np.ndarray, student_skill: np.ndarray,
-        teacher_skill: np.ndarray, student_in_contract: np.ndarray, teacher_ok: np.ndarray,
+        self,
+        step: int,
+        now: np.ndarray,
+        error: np.ndarray,
+        student_skill: np.ndarray,
+        teacher_skill: np.ndarray,
+        student_in_contract: np.ndarray,
+        teacher_ok: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """`Gate.decide`'s arguments for one env (shapes (1,)) -> per variant (V,): the teacher acts, and
         the switch-to-teacher threshold used."""

@@ -48,8 +48,10 @@ def default_teacher(artifact: Artifact) -> Path:
         raise FileNotFoundError(f"{artifact.root} was distilled from the teacher {path}, which is missing; "
                                 "pass the teacher checkpoint explicitly")  # fmt: skip
     if sha256_file(path) != record["sha256"]:
-        raise ValueError(f"{artifact.root} was distilled from the teacher {path}, which has changed "
-                         f"since (SHA-256 {record['sha256'][:12]}... recorded); pass the teacher explicitly")
+        raise ValueError(
+            f"{artifact.root} was distilled from the teacher {path}, which has changed "
+            f"since (SHA-256 {record['sha256'][:12]}... recorded); pass the teacher explicitly"
+        )
     return path
 
 

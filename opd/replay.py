@@ -72,6 +72,7 @@ from sim.config import from_root
 
 log = logging.getLogger(__name__)
 
+
 class GateVariant(Config):
     """A counterfactual gate: overrides on top of the replayed gate's config."""
 
@@ -338,8 +339,10 @@ class Replay:
         if batch:
             frames += self._encode_batch(rt, batch)
         if wanted is not None:
-            self.counts["live_frames_without_image"] = len(wanted) - len(frames) - sum(
-                n for (t, r), n in bag.skips.counts.items() if t == self.cfg.topics.name("camera")
+            self.counts["live_frames_without_image"] = (
+                len(wanted)
+                - len(frames)
+                - sum(n for (t, r), n in bag.skips.counts.items() if t == self.cfg.topics.name("camera"))
             )
         return frames
 

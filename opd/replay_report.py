@@ -1,9 +1,9 @@
 """`agent replay --report DIR`: results.json, report.md and matplotlib plots (Agg backend).
 
-    results.json          the replay's result dict (`opd.replay_summary.summarise`)
-    error_timeline.png    prediction error over the run, the replayed threshold, the switch points
-    horizon_errors.png    histogram of the prediction error per horizon
-    gates.png             would-have-intervened rate against each counterfactual gate's mean threshold
+results.json          the replay's result dict (`opd.replay_summary.summarise`)
+error_timeline.png    prediction error over the run, the replayed threshold, the switch points
+horizon_errors.png    histogram of the prediction error per horizon
+gates.png             would-have-intervened rate against each counterfactual gate's mean threshold
 """
 
 from __future__ import annotations
@@ -106,8 +106,11 @@ def markdown(r: dict[str, Any]) -> str:
             lines.append(f"| {h} | {e['n']} | {e['mean']:.3f} | {e['p50']:.3f} | {e['p90']:.3f} |")
     a = r["agreement"]
     if a.get("pairs"):
-        lines += ["", f"Student/teacher agreement over {a['pairs']} paired frames: skill "
-                  f"{_pct(a['skill_accuracy'])}, parameter error {a['param_abs_error_mean'] or 0:.3f}."]
+        lines += [
+            "",
+            f"Student/teacher agreement over {a['pairs']} paired frames: skill "
+            f"{_pct(a['skill_accuracy'])}, parameter error {a['param_abs_error_mean'] or 0:.3f}.",
+        ]
     lines += ["", "## Topics", "",
               "| topic | messages | rate Hz | latency p50/p99 ms | gaps | missing | duplicates | backwards |",
               "|---|---|---|---|---|---|---|---|"]  # fmt: skip

@@ -118,9 +118,13 @@ def _horizon_errors(
             out[f"h{h}"] = {"n": 0}
             continue
         a = np.array(e)
-        out[f"h{h}"] = {"n": int(a.size), "mean": float(a.mean()), "p50": float(np.percentile(a, 50)),
-                        "p90": float(np.percentile(a, 90)),
-                        "histogram": {"edges": edges.tolist(), "counts": np.histogram(a, edges)[0].tolist()}}
+        out[f"h{h}"] = {
+            "n": int(a.size),
+            "mean": float(a.mean()),
+            "p50": float(np.percentile(a, 50)),
+            "p90": float(np.percentile(a, 90)),
+            "histogram": {"edges": edges.tolist(), "counts": np.histogram(a, edges)[0].tolist()},
+        }
     return out
 
 
@@ -178,6 +182,7 @@ def _paired(replay: Any, rec: Any, rows: list) -> dict[str, Any]:
             spans["embedding_to_executed"].append(rec.executed[k][0] - state.arrival)
         if teacher.size:
             spans["frame_to_teacher_stamp"].append(abs(teacher[nearest(teacher, r["stamp"])] - r["stamp"]))
+
     def ms(v: list[float], q: float) -> float:
         return round(float(np.percentile(v, q)) * 1e3, 3)
 

@@ -92,9 +92,7 @@ def _merge(parts: list[Path], out: Path) -> None:
             files.append(name)
     info = metas[0]
     info["relative_file_paths"] = files
-    info["files"] = [
-        {**f, "path": files[i]} for i, f in enumerate(m["files"][0] for m in metas)
-    ]
+    info["files"] = [{**f, "path": files[i]} for i, f in enumerate(m["files"][0] for m in metas)]
     info["message_count"] = sum(m["message_count"] for m in metas)
     start = min(m["starting_time"]["nanoseconds_since_epoch"] for m in metas)
     end = max(m["starting_time"]["nanoseconds_since_epoch"] + m["duration"]["nanoseconds"] for m in metas)
@@ -132,10 +130,22 @@ def _messages(ts, rng, seconds, camera_hz, imu_hz, latency_s, hw, encoding, fiel
         step = k if stamp - START_S < half else k - int(half * camera_hz)  # a new episode halfway
         phase = 2 * np.pi * 0.2 * (stamp - START_S)
         state = np.sin(phase + np.arange(len(fields))) + 0.01 * rng.normal(size=len(fields))
-        out.append((topics.name("privileged"), stamp + 0.001, "sensor_msgs/msg/JointState",
-                    joint(stamp, ["skill", "step", *fields], np.concatenate([[skill, step], state]))))
-        out.append((topics.name("active_skill"), stamp, "sensor_msgs/msg/JointState",
-                    joint(stamp, ["skill", "progress", "step"], [skill, min(step / 200, 1.0), step])))
+        out.append(
+            (
+                topics.name("privileged"),
+                stamp + 0.001,
+                "sensor_msgs/msg/JointState",
+                joint(stamp, ["skill", "step", *fields], np.concatenate([[skill, step], state])),
+            )
+        )
+        out.append(
+            (
+                topics.name("active_skill"),
+                stamp,
+                "sensor_msgs/msg/JointState",
+                joint(stamp, ["skill", "progress", "step"], [skill, min(step / 200, 1.0), step]),
+            )
+        )
         image = _image(T, header(stamp, "camera"), rng, hw, encoding)
         out.append((topics.name("camera"), stamp + latency_s, *image))
     imu_period = 1.0 / imu_hz
@@ -182,11 +192,19 @@ def _image(T, head, rng, hw, encoding):
 
         buf = io.BytesIO()
         Image.fromarray(rgb).save(buf, format=encoding.upper())
-        msg = T["sensor_msgs/msg/CompressedImage"](header=head, format=encoding,
-                                                  data=np.frombuffer(buf.getvalue(), np.uint8))
+        msg = T["sensor_msgs/msg/CompressedImage"](
+            header=head, format=encoding, data=np.frombuffer(buf.getvalue(), np.uint8)
+        )
         return "sensor_msgs/msg/CompressedImage", msg
     channels = 1 if encoding == "mono8" else 3
     pixels = rgb[:, :, :1] if channels == 1 else (rgb[:, :, ::-1] if encoding == "bgr8" else rgb)
-    msg = T["sensor_msgs/msg/Image"](header=head, height=h, width=w, encoding=encoding, is_bigendian=0,
-                                     step=channels * w, data=np.ascontiguousarray(pixels).reshape(-1))
+    msg = T["sensor_msgs/msg/Image"](
+        header=head,
+        height=h,
+        width=w,
+        encoding=encoding,
+        is_bigendian=0,
+        step=channels * w,
+        data=np.ascontiguousarray(pixels).reshape(-1),
+    )
     return "sensor_msgs/msg/Image", msg

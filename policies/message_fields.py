@@ -187,8 +187,12 @@ def msg_to_gate(msg: Any) -> dict[str, Any]:
               "teacher_upto": msg.teacher_upto}  # fmt: skip
     if math.isnan(msg.decided_at) or math.isinf(msg.teacher_upto):
         raise MessageError("nonfinite", f"gate context not finite: {values}")
-    return {"stamp": checked_stamp(msg.header.stamp), "source": SOURCES[msg.source], "reason": msg.reason,
-            **values}
+    return {
+        "stamp": checked_stamp(msg.header.stamp),
+        "source": SOURCES[msg.source],
+        "reason": msg.reason,
+        **values,
+    }
 
 
 def msg_to_skill_state(msg: Any, num_skills: int) -> tuple[int, float, float]:

@@ -195,8 +195,10 @@ class TeacherView:
         seen = self.visible(privileged)  # (N, O)
         if self.remember is not None:
             if memory is None:
-                raise ValueError("this teacher view remembers sightings (view.remember): pass the caller's "
-                                 "memory (TeacherPolicy.new_memory), one row per env, fed in time order")
+                raise ValueError(
+                    "this teacher view remembers sightings (view.remember): pass the caller's "
+                    "memory (TeacherPolicy.new_memory), one row per env, fed in time order"
+                )
             rows = np.arange(len(privileged)) if envs is None else np.asarray(envs)
             adv = privileged[:, self._advance].astype(np.float64)  # (N,)
             rst = privileged[:, self._restart].astype(np.float64)  # (N,)

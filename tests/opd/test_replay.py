@@ -59,8 +59,12 @@ def test_two_replays_give_the_same_bytes_and_leave_the_bag_untouched(split_bag: 
     assert rate["threshold 0.05"] >= rate["threshold 1"]
 
 
-CASES = [("sqlite3", "jpeg", False), ("mcap", "bgr8", True), ("mcap", "mono8", True),
-         ("sqlite3", "png", True)]
+CASES = [
+    ("sqlite3", "jpeg", False),
+    ("mcap", "bgr8", True),
+    ("mcap", "mono8", True),
+    ("sqlite3", "png", True),
+]
 
 
 @pytest.mark.parametrize(("storage", "encoding", "embedded"), CASES)  # embedded: message definitions

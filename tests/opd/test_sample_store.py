@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from opd.sample_store import SampleStore, StoreSpec
 
-SPEC = StoreSpec(None, imu_window=1, embed_dim=4, history=5, horizon=1, state_dim=2, num_skills=3,
-                 num_params=2)
+SPEC = StoreSpec(
+    None, imu_window=1, embed_dim=4, history=5, horizon=1, state_dim=2, num_skills=3, num_params=2
+)
 
 
 class Streams:

@@ -95,7 +95,9 @@ def test_a_teacher_with_a_view_acts_the_same_on_states_that_differ_only_out_of_v
 @pytest.mark.parametrize(
     "name",
     [
-        "teacher_view.yaml", "teacher_view_obstacles.yaml", "teacher_view_memory.yaml",
+        "teacher_view.yaml",
+        "teacher_view_obstacles.yaml",
+        "teacher_view_memory.yaml",
         "teacher_view_memory_obstacles.yaml",
     ],  # fmt: skip
 )

@@ -173,6 +173,7 @@ def test_a_real_robot_starts_disarmed_until_an_operator_arms_it(
         assert feed_until(lambda: drive in executed(), 5.0)
         assert probe.received["/cmd_vel"]
         assert set_armed("disarm", context=ros_context) == "inactive"
+
         # The stop on both topics: each /opd/action has its /cmd_vel, which may arrive a moment later.
         def stopped() -> bool:
             last_stop = executed()[-1:] == [codec.contract.safe_skill_id]

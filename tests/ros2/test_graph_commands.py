@@ -116,7 +116,8 @@ def test_bench_graph_with_learning_reports_the_learners_updates(tiny_artifact: P
     # Both figures are rounded to 0.01 (the rate and the seconds), so compare within 1%: a wrong window
     # (e.g. warm-up included) is off by a third.
     assert learner["updates"] > 0 and learner["updates_per_s"] == pytest.approx(
-        learner["updates"] / result["duration_s"], rel=0.01)
+        learner["updates"] / result["duration_s"], rel=0.01
+    )
 
 
 def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action(

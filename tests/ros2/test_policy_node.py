@@ -347,6 +347,7 @@ def test_the_head_acts_on_its_window_which_a_new_episode_or_a_gap_empties(
     codec = ActionCodec(contract)
     drive, turn = contract.skill_id("drive"), contract.skill_id("turn_in_place")
     try:
+
         def send(step: int) -> list[int]:
             n = len(probe.received["/agent/action"])
             skill_state = (0, 0.0, step)

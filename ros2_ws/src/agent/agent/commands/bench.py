@@ -67,7 +67,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--warmup", type=float, default=GRAPH_WARMUP_S, help="wall seconds run first, not counted")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
 
-
     r = sub.add_parser("replay", help="offline replay speed against the encoder's batched throughput")
     r.add_argument("--seconds", type=float, default=30.0, help="length of the generated bag, s")
     r.add_argument("--rounds", type=int, default=3, help="rounds timed; the figures are the median round")
@@ -103,8 +102,9 @@ def run_replay(args: argparse.Namespace) -> int:
     from sim.config import from_root
 
     steal0, t0 = read_steal_s(), time.monotonic()
-    result = bench_replay(args.artifact or from_root("sim/robots/diffbot/student"), args.seconds,
-                          rounds=args.rounds)
+    result = bench_replay(
+        args.artifact or from_root("sim/robots/diffbot/student"), args.seconds, rounds=args.rounds
+    )
     steal1, wall = read_steal_s(), time.monotonic() - t0
     steal = None if steal0 is None or steal1 is None else steal1 - steal0
     result["host"] = {"wall_s": round(wall, 1), "steal_s": None if steal is None else round(steal, 2),

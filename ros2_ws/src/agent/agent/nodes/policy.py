@@ -166,8 +166,9 @@ class PolicyNode(AgentNode):
             if runtime.artifact.encoder_hash != current.artifact.encoder_hash:
                 raise ValueError("its encoder differs from the acting student's: it reads other embeddings")
             if runtime.memory != current.memory:
-                raise ValueError(f"its head acts on {runtime.memory} frames, the acting one's on "
-                                 f"{current.memory}")
+                raise ValueError(
+                    f"its head acts on {runtime.memory} frames, the acting one's on {current.memory}"
+                )
         except (ValueError, OSError, RuntimeError) as err:  # ArtifactError is a ValueError
             self.reject(self.versions, MessageError("refused", f"version {number} ({path}): {err}"), now)
             return
