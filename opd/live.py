@@ -1,4 +1,5 @@
-"""The OPD core as a live robot runs it: built from a deployed artifact, learning on a thread of its own."""
+"""The OPD core as a live robot runs it: built from a deployed artifact; its student versions written as
+artifacts (the learner itself runs in a process of its own: `opd.learner_process`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,7 +81,7 @@ def load_learner(
 class VersionWriter:
     """Writes the acting student as new artifact versions, so the nodes that deploy it can swap to it.
 
-    Every `every_s` (monotonic) the learner thread calls `write`: the acting head and predictor, copied
+    Every `every_s` (monotonic) the learner process calls `write`: the acting head and predictor, copied
     under the learner's lock, become `root/vNNNNNN` (`policies.export.export_head_version`: the base's
     encoder files verbatim, new hashes, written atomically), and `on_version(path, number)` announces it.
     The export runs in a child process at low priority: torch's ONNX exporter is seconds of pure Python, and
@@ -137,67 +137,6 @@ def export_version_main(argv: list[str]) -> None:
     predictor = StatePredictor(PredictorConfig.from_dict(config["predictor"]))
     predictor.load_state_dict(torch.load(Path(weights) / "predictor.pt", weights_only=True))
     export_head_version(base, student, predictor, out, int(number))
-
-
-class LearnerThread:
-    """Calls `learner.update()` on a daemon thread, at most `max_rate_hz` and at most `max_share` of the
-    time (after an update of d seconds it rests d (1 / max_share - 1)), until `stop()`.
-
-    The control callbacks only act and hand samples over; gradient steps happen here, and every
-    `distill.sync_every` of them swap the acting weights in under the learner's lock, so acting never
-    waits for a gradient step. With a `VersionWriter`, new student versions are written here too. The
-    share bound leaves the control loop its CPU when an update takes longer than a period (a memory
-    head's windows on a 2-core robot computer): the thread would otherwise compute back to back. The
-    share is an average; `nice` (Linux: per thread) makes the scheduler hand a core to the control loop's
-    threads the moment they need it, so an update in progress does not delay an answer.
-    """
-
-    def __init__(
-        self, learner: OnlineDistillation, max_rate_hz: float = 20.0, versions: VersionWriter | None = None,
-        max_share: float = 1.0, nice: int = 0,
-    ) -> None:  # fmt: skip
-        if not 0.0 < max_share <= 1.0:
-            raise ValueError(f"max_share must be in (0, 1], got {max_share}")
-        if not 0 <= nice <= 19:
-            raise ValueError(f"nice must be in [0, 19] (lowering a priority needs no privilege), got {nice}")
-        self.learner, self.period_s, self.versions = learner, 1.0 / max_rate_hz, versions
-        self.max_share, self.nice = max_share, nice
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="opd-learner", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _run(self) -> None:
-        if self.nice and hasattr(os, "setpriority"):  # Linux: this thread only, never raised
-            tid = threading.get_native_id()
-            os.setpriority(os.PRIO_PROCESS, tid, max(self.nice, os.getpriority(os.PRIO_PROCESS, tid)))
-        torch.set_num_threads(1)  # the control loop's inference keeps the other core
-        # Adam drives weights into denormal floats, which slow every later forward pass ~10x on a CPU
-        # (measured in student training). Flushed on this thread only (the flag is per thread): the updates
-        # it computes, and so the acting copies, hold none, and no other thread's floats change behaviour.
-        torch.set_flush_denormal(True)
-        try:
-            while not self._stop.is_set():
-                t0 = time.monotonic()
-                self.learner.update()
-                busy = time.monotonic() - t0
-                if self.versions is not None and self.versions.due():
-                    self.versions.write(self.learner)  # in a child process: not counted as busy
-                rest = max(self.period_s - (time.monotonic() - t0), busy * (1.0 / self.max_share - 1.0))
-                self._stop.wait(rest)
-        except Exception as err:  # noqa: BLE001 - reported on /diagnostics, acting goes on
-            self.error = err
-            log.exception("OPD learner thread stopped")
 
 
 if __name__ == "__main__":

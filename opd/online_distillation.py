@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -247,6 +247,9 @@ class OnlineDistillation:
             image, ec.imu.window, ec.embed_dim, align.history, align.horizon, self.state_dim, k, p
         )
         self.store = SampleStore(spec, cfg.distill.capacity, streams=num_envs) if learning else None
+        # Where each aligned sample also goes (row as `SampleStore.add` takes it, env): a learner in
+        # another process (`opd.learner_process`) keeps the store there; None: nowhere else.
+        self.sink: Callable[[dict[str, np.ndarray], int], None] | None = None
         self.buffers = [AlignedBuffer(align) for _ in range(num_envs)]
         self.gate = Gate(cfg.gate, num_envs)
         self.rng = np.random.default_rng(seed)
@@ -532,7 +535,7 @@ class OnlineDistillation:
         err = np.sqrt(np.mean((pred - future) ** 2, axis=1))  # (H,) per-horizon RMS error
         m.horizon_error_sum += np.where(s.future_mask, err, 0.0)
         m.horizon_count += s.future_mask
-        if self.store is None:  # not learning: the metrics above are all a sample is for
+        if self.store is None and self.sink is None:  # not learning: the metrics are all a sample is for
             return
         label = self._label(s)
         row = {
@@ -546,9 +549,12 @@ class OnlineDistillation:
             "future": future,
             "future_mask": s.future_mask,
         }
-        if self.store.spec.image_shape is not None:
+        if self.cfg.distill.train_encoder:  # the store keeps the newest frame's encoder inputs
             row.update({k: s.payload[k] for k in FRAME_KEYS})
-        self.store.add(row, stream=env)
+        if self.store is not None:
+            self.store.add(row, stream=env)
+        if self.sink is not None:
+            self.sink(row, env)
 
     def _label(self, s: AlignedSample) -> TeacherEntry:
         """The teacher entry whose action labels sample s: the newest found up to distill.label_lead
@@ -655,6 +661,21 @@ class OnlineDistillation:
             frozen(self.predictor),
             None if self.novelty is None else frozen(self.novelty),
         )
+
+    def acting_state(self) -> dict[str, dict[str, torch.Tensor]]:
+        """The acting student (without a fixed encoder) and predictor weights, copied under the lock: what
+        another process's acting copies take (`set_acting`)."""
+        student = self._acting_state()
+        with self.lock:
+            predictor = {k: v.clone() for k, v in self.acting_predictor.state_dict().items()}
+        return {"student": student, "predictor": predictor}
+
+    def set_acting(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Load `acting_state()` of a learner of the same config into the acting copies, under the lock:
+        acting sees the old weights or the new ones, never a mix."""
+        with self.lock, torch.no_grad():
+            self.acting.load_state_dict(state["student"], strict=not self._fixed_prefixes)
+            self.acting_predictor.load_state_dict(state["predictor"])
 
     def get_policy(self) -> tuple[StudentPolicy, StatePredictor]:
         """The acting student and predictor (eval mode): what `export_artifact` writes."""

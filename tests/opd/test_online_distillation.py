@@ -312,98 +312,13 @@ def test_a_refused_teacher_entry_neither_acts_nor_counts_as_a_live_teacher(contr
     assert d.reason == ("no_input_safe_action",) and d.skill[0] == contract.safe_skill_id
 
 
-def test_the_live_learner_thread_updates_beside_acting_and_reports_a_failure(contract, student_cfg):
-    import time as _time
+def live_base(contract, student_cfg, tmp_path):
+    """A deployed tiny student, its teacher on disk and an `opd:` config: what the opd node's learner
+    process builds its learner from."""
+    import yaml
 
-    from opd.live import LearnerThread
-
-    learner = make_learner(contract, student_cfg)
-    run(learner, 100)
-    thread = LearnerThread(learner, max_rate_hz=200.0)
-    thread.start()
-    try:
-        decisions = run(learner, 20, t0=100 * PERIOD)  # the loop acts while the thread learns
-        deadline = _time.monotonic() + 10.0
-        while learner.updates < 3 and _time.monotonic() < deadline:
-            _time.sleep(0.01)
-    finally:
-        thread.stop()
-    assert learner.updates >= 3 and thread.error is None
-    assert all(np.isfinite(d.params).all() for d in decisions)
-    learner.store.sample = None  # the next update fails: the thread stops and says why
-    thread.start()
-    deadline = _time.monotonic() + 5.0
-    while thread.error is None and _time.monotonic() < deadline:
-        _time.sleep(0.01)
-    thread.stop()
-    assert isinstance(thread.error, TypeError)
-
-
-def test_the_live_learner_thread_rests_in_proportion_to_its_updates() -> None:
-    """With max_share 1/4, every update of d seconds is followed by a rest of at least 3 d: a slow update
-    (a memory head's windows) cannot take the control loop's CPU."""
-    import time as _time
-
-    from opd.live import LearnerThread
-
-    class SlowLearner:
-        def __init__(self) -> None:
-            self.spans: list[tuple[float, float]] = []
-
-        def update(self) -> dict:
-            t0 = _time.monotonic()
-            _time.sleep(0.02 * (1 + len(self.spans) % 2))  # 20 or 40 ms
-            self.spans.append((t0, _time.monotonic()))
-            return {}
-
-    learner = SlowLearner()
-    thread = LearnerThread(learner, max_rate_hz=1000.0, max_share=0.25)  # type: ignore[arg-type]
-    thread.start()
-    deadline = _time.monotonic() + 10.0
-    while len(learner.spans) < 5 and _time.monotonic() < deadline:
-        _time.sleep(0.01)
-    thread.stop()
-    assert len(learner.spans) >= 5 and thread.error is None
-    for (start, end), (following, _) in zip(learner.spans, learner.spans[1:], strict=False):
-        assert following - end >= 3 * (end - start) * 0.99
-    with pytest.raises(ValueError, match="max_share"):
-        LearnerThread(learner, max_share=0.0)  # type: ignore[arg-type]
-
-
-@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="per-thread nice values are a Linux feature")
-def test_the_live_learner_thread_runs_below_the_control_loop() -> None:
-    """`nice` lowers the learner thread's priority only: the process and its other threads keep theirs."""
-    import time as _time
-
-    from opd.live import LearnerThread
-
-    seen: list[int] = []
-
-    class Learner:
-        def update(self) -> dict:
-            seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-            return {}
-
-    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    thread = LearnerThread(Learner(), max_rate_hz=1000.0, nice=19)  # type: ignore[arg-type]
-    thread.start()
-    deadline = _time.monotonic() + 10.0
-    while not seen and _time.monotonic() < deadline:
-        _time.sleep(0.01)
-    thread.stop()
-    assert seen and seen[0] == max(19, before) and thread.error is None
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
-    with pytest.raises(ValueError, match="nice"):
-        LearnerThread(Learner(), nice=-5)  # type: ignore[arg-type]
-
-
-def test_the_live_learner_writes_student_versions_that_deploy(contract, student_cfg, tmp_path):
-    """Online updates reach the deployed student: versions with hashes, written atomically, newest kept."""
-    from opd.live import LearnerThread, VersionWriter
-    from opd.online_distillation import learner_from_artifact
     from policies.artifact import Artifact
     from policies.export import export_artifact
-    from policies.runtime import load_student
     from policies.state_predictor import PredictorConfig
 
     fields = tuple(f"q{i}" for i in range(DQ))
@@ -412,29 +327,69 @@ def test_the_live_learner_writes_student_versions_that_deploy(contract, student_
                                          privileged_fields=fields))  # fmt: skip
     torch.manual_seed(0)
     teacher = TeacherPolicy(DQ + contract.num_skills, contract, TeacherConfig(hidden=[16]))
-    cfg = OPDConfig.from_dict({"distill": {"batch_size": 16, "capacity": 500, "lr": 3e-2},
-                               "align": {"period_s": PERIOD}})  # fmt: skip
-    learner = learner_from_artifact(base, teacher, cfg, num_envs=2)
-    run(learner, 100)
+    torch.save(teacher.state_dict(), tmp_path / "teacher.pt")
+    meta = {"obs_dim": DQ + contract.num_skills, "contract": contract.model_dump(mode="json"),
+            "teacher": TeacherConfig(hidden=[16]).model_dump(mode="json")}  # fmt: skip
+    (tmp_path / "teacher.yaml").write_text(yaml.safe_dump(meta))
+    opd = {"opd": {"distill": {"batch_size": 16, "capacity": 500, "lr": 3e-2}, "align": {"period_s": PERIOD}}}
+    (tmp_path / "opd.yaml").write_text(yaml.safe_dump(opd))
+    return base, str(tmp_path / "teacher.pt"), str(tmp_path / "opd.yaml")
+
+
+def wait_for(condition, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_steps_take_at_most_their_share_of_the_learners_time() -> None:
+    """With max_share 1/4 a step of d s is followed by a rest of at least 3 d (a memory head's step is far
+    longer than a control period); a short step waits out the rest of its period."""
+    from opd.learner_process import rest_s
+
+    assert rest_s(period_s=0.05, elapsed_s=0.04, busy_s=0.04, max_share=0.25) == pytest.approx(0.12)
+    assert rest_s(period_s=0.05, elapsed_s=0.002, busy_s=0.001, max_share=0.25) == pytest.approx(0.048)
+    assert rest_s(period_s=0.05, elapsed_s=0.2, busy_s=0.2, max_share=1.0) == 0.0
+
+
+def test_the_learner_process_trains_beside_acting_and_its_versions_deploy(contract, student_cfg, tmp_path):
+    """Gradient steps in a child process (at the nice asked, below the control loop) reach the node's
+    acting copies; student versions it writes carry hashes, are written atomically, and deploy."""
+    from opd.learner_process import LearnerProcess, LearnerSpec
+    from opd.live import VersionWriter, load_learner
+    from policies.artifact import Artifact
+    from policies.runtime import load_student
+
+    base, teacher, opd_yaml = live_base(contract, student_cfg, tmp_path)
+    learner = load_learner(base, teacher, opd_yaml, learning=False)  # the node's: acting only
+    deployed = {k: v.clone() for k, v in learner.acting_state()["student"].items()}
     announced: list[tuple] = []
-    writer = VersionWriter(base, tmp_path / "versions", 1e-3, lambda p, n: announced.append((p, n)), keep=2)
-    thread = LearnerThread(learner, max_rate_hz=200.0, versions=writer)
-    thread.start()
+    spec = LearnerSpec(str(base.root), teacher, opd_yaml, max_rate_hz=200.0, nice=19,
+                       versions_dir=str(tmp_path / "versions"), version_every_s=1e-3)  # fmt: skip
+    process = LearnerProcess(learner, spec, lambda p, n: announced.append((p, n)))
+    with pytest.raises(ValueError, match="no store"):
+        LearnerProcess(make_learner(contract, student_cfg), spec)
+    process.start()
     try:
-        deadline = time.monotonic() + 600.0  # the exports run at nice 10: minutes on a busy machine
-        while len(announced) < 3 and time.monotonic() < deadline and thread.error is None:
-            time.sleep(0.05)
+        decisions = run(learner, 200)  # the loop acts while the child learns from its samples
+        wait_for(lambda: process.updates >= 3 or process.error is not None, 120.0)
+        assert os.getpriority(os.PRIO_PROCESS, process.pid) == 19
+        # the exports run at nice 10 under a nice-19 learner: minutes on a busy machine
+        wait_for(lambda: len(announced) >= 2 or process.error is not None, 600.0)
+        run(learner, 20, t0=200 * PERIOD)
     finally:
-        thread.stop()
-    assert thread.error is None and [n for _, n in announced[:3]] == [1, 2, 3]
-    kept = sorted(p.name for p in (tmp_path / "versions").iterdir() if not p.name.startswith("."))
-    assert kept == [f"v{n:06d}" for n in range(len(announced) - 1, len(announced) + 1)]  # the newest 2
+        process.stop()
+    assert process.error is None and process.updates >= 3 and process.sent > 0 and process.dropped == 0
+    assert all(np.isfinite(d.params).all() for d in decisions)
+    acting = learner.acting_state()["student"]
+    assert any(not torch.equal(v, deployed[k]) for k, v in acting.items() if k.startswith("head."))
+    assert learner.sink is None and not process.pid  # stopped: nothing more is handed over
+    assert [n for _, n in announced[:2]] == [1, 2]
     newest, number = announced[-1]
     version = Artifact.load(newest)  # hashes verified
     assert version.sha256("encoder.onnx") == base.sha256("encoder.onnx")
     learnt = StudentPolicy(student_cfg, contract)
     learnt.load_state_dict(torch.load(version.path("student.pt"), weights_only=True))
-    deployed = torch.load(base.path("student.pt"), weights_only=True)
     assert any(
         not torch.equal(v, deployed[k]) for k, v in learnt.state_dict().items() if k.startswith("head.")
     )
@@ -444,6 +399,28 @@ def test_the_live_learner_writes_student_versions_that_deploy(contract, student_
     ort = load_student(newest, "onnxruntime")
     assert [ort.act(e)[1] for e in emb] == want[0].tolist()  # its ONNX head is its learnt weights
     assert VersionWriter(base, tmp_path / "versions", 60.0, lambda p, n: None).number == number  # resumes
+
+
+def test_a_learner_process_that_fails_says_why_and_acting_goes_on(contract, student_cfg, tmp_path):
+    from opd.learner_process import LearnerProcess, LearnerSpec
+    from opd.live import load_learner
+
+    base, teacher, opd_yaml = live_base(contract, student_cfg, tmp_path)
+    learner = load_learner(base, teacher, opd_yaml, learning=False)
+    (tmp_path / "broken.yaml").write_text("opd: {distill: {batch_size: -1}}")
+    process = LearnerProcess(learner, LearnerSpec(str(base.root), teacher, str(tmp_path / "broken.yaml")))
+    process.start()
+    try:
+        wait_for(lambda: process.error is not None, 120.0)
+        decisions = run(learner, 20)
+    finally:
+        process.stop()
+    assert "batch_size" in str(process.error)  # the child's own error, not just its exit code
+    assert all(np.isfinite(d.params).all() for d in decisions)
+    with pytest.raises(ValueError, match="max_share"):
+        LearnerProcess(learner, LearnerSpec(str(base.root), max_share=0.0))
+    with pytest.raises(ValueError, match="nice"):
+        LearnerProcess(learner, LearnerSpec(str(base.root), nice=-5))
 
 
 def test_a_decision_stream_decides_per_frame_and_says_what_it_saw(contract, student_cfg):

@@ -320,10 +320,10 @@ NODES: tuple[NodeSpec, ...] = (
                   "sim/robots/diffbot/teacher/teacher.pt"),
             Param("opd_config", "", "OPD core config (the `opd:` section of a student training YAML); empty "
                   "= opd/configs/live.yaml (the gate as at the end of training)"),
-            Param("learn", False, "train the student's head and the predictor online on a learner thread"),
-            Param("learn_share", 0.25, "with learn: the most of its time the learner thread computes; after "
+            Param("learn", False, "train the student's head and the predictor online in a learner process"),
+            Param("learn_share", 0.25, "with learn: the most of its time the learner process computes; after "
                   "an update it rests in proportion, so the control loop keeps the CPU", "", 0.05, 1.0),
-            Param("learn_nice", 19, "with learn: the learner thread's nice value (Linux, this thread only): "
+            Param("learn_nice", 19, "with learn: the learner process's nice value: "
                   "the scheduler gives the control loop's threads a core first", "", 0, 19),
             Param("version_every_s", 60.0, "with learn: write the learnt student as a new artifact version "
                   "this often and announce it on /agent/student_version; 0 = never", "s", 0.0, 86400.0),

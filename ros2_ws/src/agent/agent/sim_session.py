@@ -65,7 +65,7 @@ class SessionConfig:
     drive: str = "opd"  # whose action the robot executes: launch argument `drive` (graph.DRIVES)
     teacher: Path | None = None  # teacher checkpoint; None = the committed one of the robot
     proxy: bool = False  # run the simulator behind the real-robot proxy
-    learn: bool = False  # drive opd: the opd node trains the head and the predictor online (learner thread)
+    learn: bool = False  # drive opd: the opd node trains the head and the predictor online (learner process)
     speed: float = 1.0  # real-time factor; 0 = lockstep (as fast as the graph answers)
     seed: int = 0  # seed of the first episode
     record: Path | None = None  # bag directory to write; None = no recording
@@ -219,9 +219,10 @@ class SimSession:
         return opd, getattr(opd, "learner", None)
 
     def learner_updates(self) -> int | None:
-        """Gradient steps the opd node's learner thread has taken; None where nothing learns."""
-        opd, learner = self._opd_core()
-        return learner.updates if learner is not None and opd.learner_thread is not None else None
+        """Gradient steps the opd node's learner process has taken; None where nothing learns."""
+        opd, _ = self._opd_core()
+        process = getattr(opd, "learner_process", None)
+        return None if process is None else process.updates
 
     def _gate(self) -> str:
         """The OPD node's gate in one line: who acted how often, and its last decision."""

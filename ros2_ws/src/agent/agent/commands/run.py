@@ -51,7 +51,7 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
                         "sim/robots/diffbot/teacher/teacher.pt")  # fmt: skip
     parser.add_argument("--proxy", action="store_true", help="run the simulator behind the real-robot proxy")
     parser.add_argument("--learn", action="store_true", help="drive opd: train the student's head and the "
-                        "predictor online on the opd node's learner thread")  # fmt: skip
+                        "predictor online in the opd node's learner process")  # fmt: skip
     parser.add_argument(
         "--speed",
         type=float,

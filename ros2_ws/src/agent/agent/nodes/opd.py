@@ -8,7 +8,7 @@ is executed:
   gate executes the student's action, or the teacher's when the predictor's error is high, and
   /opd/gate says which, why, the error and threshold, and what the decision saw (its time and newest
   teacher stamp: `opd.decision_stream`, so `agent replay` reproduces it). Without a teacher stream
-  (sim:=none) the student acts alone. With `learn`, a learner thread trains the head and the predictor
+  (sim:=none) the student acts alone. With `learn`, a learner process trains the head and the predictor
   online; acting uses a copy of their weights that each update swaps in, so a callback never waits for a
   gradient step; every `version_every_s` the learnt student is written as a new artifact version (hashes,
   atomic) and announced on /agent/student_version, so the policy node's proposals follow it too;
@@ -66,7 +66,8 @@ from agent.messages import (
     sec_to_stamp,
 )
 from opd.decision_stream import DecisionStream, StreamDecision
-from opd.live import LearnerThread, VersionWriter, default_versions_dir, load_learner
+from opd.learner_process import LearnerProcess, LearnerSpec
+from opd.live import default_versions_dir, load_learner
 from policies.artifact import Artifact
 from policies.safe_fallback import SafeFallback
 from policies.stream_stats import Level, Status, StreamStats
@@ -83,7 +84,7 @@ class OpdNode(AgentNode):
 
     def __init__(self, **kwargs: Any) -> None:
         self.fallback: SafeFallback | None = None  # set at configure
-        self.learner_thread: LearnerThread | None = None
+        self.learner_process: LearnerProcess | None = None
         self.last_gate: Any = None  # the gate's last Decision (drive opd), for progress displays
         super().__init__(node("opd"), **kwargs)
 
@@ -95,23 +96,22 @@ class OpdNode(AgentNode):
         self.contract = artifact.contract
         self.learner = None
         if s["drive"] == "opd":
-            self.learner = load_learner(
-                artifact, s["teacher_checkpoint"], s["opd_config"], learning=s["learn"]
-            )
+            # acting only: with `learn`, the store and the gradient steps are the learner process's
+            self.learner = load_learner(artifact, s["teacher_checkpoint"], s["opd_config"], learning=False)
             self.embed_dim = self.learner.student.cfg.encoder.embed_dim
             self.encoder_hash = artifact.encoder_hash
             fields = artifact.model("predictor").get("fields") or []
             self.privileged_names = privileged_names(fields)
-            versions = None
-            if s["learn"] and s["version_every_s"] > 0:
-                root = s["versions_dir"] or default_versions_dir(artifact)
-                versions = VersionWriter(artifact, root, s["version_every_s"], self.announce_version)
-            self.learner_thread = None
+            self.learner_process = None
             if s["learn"]:
-                share = s["learn_share"]
-                self.learner_thread = LearnerThread(
-                    self.learner, versions=versions, max_share=share, nice=s["learn_nice"]
-                )
+                versions = ""
+                if s["version_every_s"] > 0:
+                    versions = str(s["versions_dir"] or default_versions_dir(artifact))
+                spec = LearnerSpec(
+                    str(artifact.root), s["teacher_checkpoint"], s["opd_config"], max_share=s["learn_share"],
+                    nice=s["learn_nice"], versions_dir=versions, version_every_s=s["version_every_s"],
+                )  # fmt: skip
+                self.learner_process = LearnerProcess(self.learner, spec, self.announce_version)
             self.stream = DecisionStream(self.learner)
         self.codec = ActionCodec(self.contract)
         self.mapping = TwistMapping(self.contract)
@@ -138,8 +138,8 @@ class OpdNode(AgentNode):
         self.subscribe(STUDENT, self.on_student, self.io_group)
         self.subscribe(TEACHER, self.on_teacher, self.io_group)
         self.subscribe(PRIVILEGED, self.on_privileged, self.io_group)
-        if self.learner_thread is not None:
-            self.learner_thread.start()
+        if self.learner_process is not None:
+            self.learner_process.start()
         self.timer(self.watchdog_period_s, self.watchdog, self.io_group)
 
     def deactivate(self) -> None:
@@ -147,13 +147,13 @@ class OpdNode(AgentNode):
         with self.lock:  # from here on nothing else goes out, even from a callback already running
             self.acting = False
             self.publish_safe(self.now_s())
-        if self.learner_thread is not None:
-            self.learner_thread.stop()
+        if self.learner_process is not None:
+            self.learner_process.stop()
         self.pub_action.wait_for_all_acked(ACK_TIMEOUT)
         self.pub_cmd.wait_for_all_acked(ACK_TIMEOUT)
 
     def cleanup(self) -> None:
-        self.learner = self.learner_thread = None
+        self.learner = self.learner_process = None
 
     def on_state(self, msg: StateEmbedding) -> None:
         """A state embedding: with drive opd, a student frame for the OPD core, and its decision executed."""
@@ -186,7 +186,7 @@ class OpdNode(AgentNode):
         self.last_gate = decision
 
     def announce_version(self, path: Path, number: int) -> None:
-        """A student version was written (learner thread): announce it, latched, to the policy node."""
+        """A student version was written (learner process): announce it, latched, to the policy node."""
         self.pub_version.publish(String(data=json.dumps({"number": number, "path": str(path)})))
         self.get_logger().info(f"student version {number}: {path}")
 
@@ -315,7 +315,7 @@ class OpdNode(AgentNode):
         learner = self.learner  # read once: cleanup may clear it beside the diagnostics timer
         if learner is not None:
             out += [("privileged_state", self.privileged.status(now)),
-                    ("gate", gate_health(learner, self.learner_thread))]  # fmt: skip
+                    ("gate", gate_health(learner, self.learner_process))]  # fmt: skip
         return out
 
     def summary(self) -> dict[str, str]:
@@ -337,16 +337,18 @@ def gate_state(decided: StreamDecision) -> GateState:
                      decided_at=decided.now, teacher_upto=decided.teacher_upto)  # fmt: skip
 
 
-def gate_health(learner: Any, thread: LearnerThread | None) -> Status:
+def gate_health(learner: Any, process: LearnerProcess | None) -> Status:
     """The gate's counts on /diagnostics: teacher share, switches, reasons, and the learner's progress."""
     counts = learner.gate.counts
     steps = max(learner.steps, 1)
     values = {"decisions": str(learner.steps), "teacher_share": f"{learner.teacher_steps / steps:.3f}",
-              "switches": str(learner.gate.switches), "samples": str(len(learner.store or ())),
-              "updates": str(learner.updates), "learning": str(thread is not None)}  # fmt: skip
+              "switches": str(learner.gate.switches), "learning": str(process is not None)}  # fmt: skip
+    if process is not None:
+        values.update({"samples": str(process.sent), "samples_dropped": str(process.dropped),
+                       "updates": str(process.updates)})  # fmt: skip
     values.update({f"count.{k}": str(v) for k, v in sorted(counts.items())})
-    if thread is not None and thread.error is not None:
-        return Status(Level.ERROR, f"learner thread stopped: {thread.error!r}; acting goes on", values)
+    if process is not None and process.error is not None:
+        return Status(Level.ERROR, f"learner process stopped: {process.error!r}; acting goes on", values)
     return Status(Level.OK, f"teacher on {learner.teacher_steps} of {learner.steps} decisions", values)
 
 
