@@ -156,6 +156,7 @@ class LearnerProcess:
 
 def _child_main(spec: LearnerSpec, samples: Any, weights: Any, events: Any, stop: Any) -> None:
     """The child: build the learner, then take samples and gradient steps until `stop`."""
+    parent = os.getppid()
     try:
         os.nice(spec.nice)
         import torch
@@ -173,7 +174,7 @@ def _child_main(spec: LearnerSpec, samples: Any, weights: Any, events: Any, stop
             announce = lambda path, number: events.put(("version", str(path), number))  # noqa: E731
             writer = VersionWriter(artifact, spec.versions_dir, spec.version_every_s, announce)
         period, pending = 1.0 / spec.max_rate_hz, None
-        while not stop.is_set():
+        while not stop.is_set() and os.getppid() == parent:  # a node killed outright: stop too
             t0 = time.monotonic()
             _take_samples(learner, samples)
             if learner.update():

@@ -6,6 +6,7 @@ import io
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -421,6 +422,48 @@ def test_a_learner_process_that_fails_says_why_and_acting_goes_on(contract, stud
         LearnerProcess(learner, LearnerSpec(str(base.root), max_share=0.0))
     with pytest.raises(ValueError, match="nice"):
         LearnerProcess(learner, LearnerSpec(str(base.root), nice=-5))
+
+
+def test_a_learner_process_whose_node_dies_outright_stops_too(contract, student_cfg, tmp_path):
+    """A node killed without stopping its learner (no stop(), no exit handlers) leaves no learner running."""
+    import subprocess
+    import sys
+
+    base, teacher, opd_yaml = live_base(contract, student_cfg, tmp_path)
+    node = tmp_path / "node.py"
+    node.write_text(
+        "import os, sys, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).parents[2])!r})\n"
+        "from opd.learner_process import LearnerProcess, LearnerSpec\n"
+        "from opd.live import load_learner\n"
+        "from policies.artifact import Artifact\n"
+        "if __name__ == '__main__':\n"
+        f"    base = Artifact.load({str(base.root)!r})\n"
+        f"    learner = load_learner(base, {teacher!r}, {opd_yaml!r}, learning=False)\n"
+        f"    process = LearnerProcess(learner, LearnerSpec(str(base.root), {teacher!r}, {opd_yaml!r}))\n"
+        "    process.start()\n"
+        "    print(process.pid, flush=True)\n"
+        "    time.sleep(5)\n"
+        "    os._exit(0)\n"
+    )  # fmt: skip
+    proc = subprocess.Popen([sys.executable, str(node)], stdout=subprocess.PIPE, text=True)
+    pid = int(proc.stdout.readline())  # the learner's
+    assert proc.wait(timeout=300) == 0  # the node is gone; the learner, which shares its stdout, may not be
+    stat = Path(f"/proc/{pid}/stat")
+
+    def gone() -> bool:  # exited (a zombie where nothing reaps orphans) or reaped
+        try:
+            return stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        except FileNotFoundError:
+            return True
+
+    wait_for(gone, 120.0)
+    try:
+        assert gone()
+    finally:
+        if not gone():
+            os.kill(pid, 9)  # a runaway learner must not outlive the test either
+        proc.stdout.close()
 
 
 def test_a_decision_stream_decides_per_frame_and_says_what_it_saw(contract, student_cfg):
