@@ -17,10 +17,12 @@ p99 25.8 ms and 0 missed at 2.7 updates/s (without learning: 17.6 ms, 0). The ch
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
 import os
 import queue
+import signal
 import threading
 import time
 import traceback
@@ -104,8 +106,11 @@ class LearnerProcess:
         self.learner.sink = None
         self._stop.set()
         self._proc.join(timeout_s)
-        if self._proc.is_alive():
-            self._proc.kill()
+        if self._proc.is_alive():  # e.g. inside a version export: that goes too (the child's group)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            if self._proc.is_alive():  # not yet a group of its own
+                self._proc.kill()
             self._proc.join()
         self._done.set()
         self._receiver.join()
@@ -157,6 +162,7 @@ class LearnerProcess:
 def _child_main(spec: LearnerSpec, samples: Any, weights: Any, events: Any, stop: Any) -> None:
     """The child: build the learner, then take samples and gradient steps until `stop`."""
     parent = os.getppid()
+    os.setpgrp()  # a group of its own: stop() can kill it with a version export it started
     try:
         os.nice(spec.nice)
         import torch

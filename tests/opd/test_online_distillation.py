@@ -466,6 +466,48 @@ def test_a_learner_process_whose_node_dies_outright_stops_too(contract, student_
         proc.stdout.close()
 
 
+def test_stopping_a_learner_busy_exporting_a_version_stops_the_export_too(contract, student_cfg, tmp_path):
+    """stop() kills a child that does not stop in time together with the version export it runs, so no
+    export outlives its node."""
+    from opd.learner_process import LearnerProcess, LearnerSpec
+    from opd.live import load_learner
+
+    def children(pid: int) -> list[int]:
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(fields[1]) == pid and fields[0] not in ("Z", "X"):
+                found.append(int(stat.parent.name))
+        return found
+
+    base, teacher, opd_yaml = live_base(contract, student_cfg, tmp_path)
+    learner = load_learner(base, teacher, opd_yaml, learning=False)
+    spec = LearnerSpec(str(base.root), teacher, opd_yaml, max_rate_hz=200.0,
+                       versions_dir=str(tmp_path / "versions"), version_every_s=1e-3)  # fmt: skip
+    process = LearnerProcess(learner, spec)
+    process.start()
+    try:
+        run(learner, 100)
+        child = process.pid
+        wait_for(lambda: bool(children(child)) or process.error is not None, 300.0)
+        exports = children(child)
+        assert exports and process.error is None  # an export in progress
+    finally:
+        process.stop(timeout_s=0.1)
+    wait_for(lambda: not any(_alive(pid) for pid in exports), 1.0)  # an export alone takes seconds
+    assert not any(_alive(pid) for pid in exports) and not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
 def test_a_decision_stream_decides_per_frame_and_says_what_it_saw(contract, student_cfg):
     """The one-stream core the live node and replay share: one decision per accepted frame, its context
     (stamp, time, newest teacher stamp), and a step that goes back ends the episode."""
