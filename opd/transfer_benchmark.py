@@ -364,6 +364,11 @@ def cis_separate(better: list[float], worse: list[float]) -> bool:
     return better[0] > worse[1]
 
 
+def points(bounds: list[float]) -> str:
+    """An interval of success-rate differences in percentage points."""
+    return f"{bounds[0] * 100:+.1f} to {bounds[1] * 100:+.1f} points"
+
+
 def paired(a: str, b: str, z: float = 1.959964) -> dict[str, Any]:
     """Policy a against b on the same episodes (`summary`'s "episode_success" of each): the seeds only one
     of them succeeded on, the difference of success rates with a 95% interval, and McNemar's exact p.
@@ -438,8 +443,7 @@ def check_targets(
             continue
         note = f"95% CIs separate: {'yes' if versus['ci_separated'] else 'no'}"
         if pair := versus.get("paired"):
-            lo, hi = pair["ci95"]
-            note += f"; paired 95% CI {lo * 100:+.1f} to {hi * 100:+.1f} points, p = {pair['p_value']:.3g}"
+            note += f"; paired 95% CI {points(pair['ci95'])}, p = {pair['p_value']:.3g}"
         rows.append(row(f"better than {other} at equal budget", "> rival", versus["difference"],
                         versus["difference"] > 0, note))  # fmt: skip
     rows.append(

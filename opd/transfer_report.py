@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from opd.transfer_benchmark import last_share, write_atomic, write_json
+from opd.transfer_benchmark import last_share, points, write_atomic, write_json
 
 PLOTS = ("success.png", "training.png", "pred_error.png")
 COLORS = {"sim_only": "tab:gray", "dagger": "tab:orange", "novelty": "tab:green", "opd": "tab:blue"}
@@ -44,11 +44,6 @@ def pct(value: float | None, digits: int = 1) -> str:
 def ci(bounds: list[float]) -> str:
     """A 95% interval as percentages."""
     return f"{bounds[0]:.1%}-{bounds[1]:.1%}"
-
-
-def points(bounds: list[float]) -> str:
-    """An interval of success-rate differences in percentage points."""
-    return f"{bounds[0] * 100:+.1f} to {bounds[1] * 100:+.1f} points"
 
 
 def duration(seconds: float | None) -> str:
