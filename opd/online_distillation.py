@@ -29,6 +29,7 @@ The teacher is frozen: eval mode, no gradients, and not in the optimiser.
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -55,6 +56,7 @@ from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy
 
+log = logging.getLogger(__name__)
 Switch = Literal["predictor", "novelty", "student", "teacher"]
 FRAME_KEYS = ("image", "imu", "skill", "progress", "step")  # raw student inputs, as the encoder takes them
 
@@ -97,6 +99,10 @@ class DistillConfig(Config):
     # only the last `predictor.history` frames, so nothing else asks the memory to keep where an obstacle
     # went. Needs a head with memory; the read-out is for training only (not exported). 0 = off.
     memory_state: float = Field(0.0, ge=0)
+    # Number format of the encoder's forward and backward in `update` (weights and optimiser stay float32):
+    # "bf16" autocasts to bfloat16. On a CPU with AMX or AVX512-BF16 an update of the wide CPU student
+    # costs ~0.4 of float32's; on one without, bfloat16 is emulated and slower than float32.
+    precision: Literal["fp32", "bf16"] = "fp32"
 
 
 class OPDConfig(Config):
@@ -236,6 +242,8 @@ class OnlineDistillation:
             self.student.encoder.requires_grad_(False)
             params = [q for q in params if q.requires_grad]
         self.optimizer = torch.optim.Adam(params, lr=cfg.distill.lr)
+        if learning and cfg.distill.precision == "bf16" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            log.warning("distill.precision bf16: this CPU has no native bfloat16; updates will be slower")
         # Teacher-state scale for the predictor: the teacher's own observation statistics (fixed, so an
         # error means the same at every step of training).
         norm = self.teacher.norm
@@ -577,7 +585,9 @@ class OnlineDistillation:
         b = self.store.sample(cfg.batch_size, self.rng, cfg.priority_alpha)
         if cfg.train_encoder:
             b["image"] = random_shift(b["image"], cfg.image_shift_px, self.rng)  # (B, H, W, 3)
-            emb, _ = self.student.encoder(*(b[k] for k in FRAME_KEYS))  # (B, E)
+            with torch.autocast("cpu", torch.bfloat16, enabled=cfg.precision == "bf16"):
+                emb, _ = self.student.encoder(*(b[k] for k in FRAME_KEYS))  # (B, E)
+            emb = emb.float()
         else:
             emb = b["embedding"]
         head = self.student.head

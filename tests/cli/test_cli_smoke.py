@@ -107,6 +107,21 @@ def test_bench_replay_reports_the_median_round_and_its_targets():
     assert result["host"]["cpus"] >= 1
 
 
+def test_bench_learner_times_both_formats_and_says_whether_bfloat16_is_native(tmp_path, tiny_yaml):
+    train = tmp_path / "train.yaml"
+    train.write_text(yaml.safe_dump({"student_config": str(tiny_yaml / "student.yaml"), "threads": 1,
+                                     "opd": {"distill": {"batch_size": 4}}}))  # fmt: skip
+    out = agent("bench", "learner", "--json", "--config", str(train), "--rounds", "3", "--updates", "2")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["batch_size"] == 4 and result["threads"] == 1 and isinstance(result["native_bf16"], bool)
+    for p in ("fp32", "bf16"):
+        assert len(result["rounds"][p]) == 3 and all(t > 0 for t in result["rounds"][p])
+        assert result["s_per_update"][p] == sorted(result["rounds"][p])[1]  # the median round
+    ratio = result["s_per_update"]["bf16"] / result["s_per_update"]["fp32"]
+    assert result["bf16_vs_fp32"] == pytest.approx(ratio, abs=1e-3)  # rounded to 3 places
+
+
 TINY_TEACHER = {
     "learning_starts": 32,
     "actor_starts": 64,

@@ -557,14 +557,20 @@ def test_each_image_is_its_own_shift_within_the_pad_and_the_rng_decides():
     assert random_shift(images, 0, np.random.default_rng(0)) is images
 
 
-def test_the_learner_trains_its_encoder_on_shifted_copies_of_stored_frames(contract, student_cfg):
-    learner = make_learner(contract, student_cfg, distill={"train_encoder": True, "image_shift_px": 2,
-                                                           "batch_size": 8, "capacity": 20})  # fmt: skip
+def filled_image_learner(contract, student_cfg, **distill) -> OnlineDistillation:
+    """A learner that trains its encoder, its store full of random images (seed 0)."""
+    learner = make_learner(contract, student_cfg, distill={"train_encoder": True, "batch_size": 8,
+                                                           "capacity": 20, **distill})  # fmt: skip
     rng = np.random.default_rng(0)
     for _ in range(20):
         row = {k: np.zeros(shape, dtype) for k, (shape, dtype) in learner.store.spec.shapes().items()}
         row["image"] = rng.integers(0, 256, row["image"].shape, dtype=np.uint8)
         learner.store.add(row)
+    return learner
+
+
+def test_the_learner_trains_its_encoder_on_shifted_copies_of_stored_frames(contract, student_cfg):
+    learner = filled_image_learner(contract, student_cfg, image_shift_px=2)
     seen = []
     learner.student.encoder.register_forward_pre_hook(lambda m, args: seen.append(args[0].clone()))
     assert learner.update()
@@ -575,6 +581,33 @@ def test_the_learner_trains_its_encoder_on_shifted_copies_of_stored_frames(contr
         assert found, "the encoder saw an image that is no shift of a stored frame"
         shifts.append(found[0])
     assert any(s != (0, 0) for s in shifts)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_encoder_updates_in_the_configured_precision_and_the_weights_stay_float32(
+    contract, student_cfg, precision
+):
+    learner = filled_image_learner(contract, student_cfg, precision=precision)
+    out_dtypes = []
+    learner.student.encoder.image.trunk[0].register_forward_hook(
+        lambda m, a, out: out_dtypes.append(out.dtype)
+    )
+    before = learner.student.encoder.image.trunk[0].weight.detach().clone()
+    losses = learner.update()
+    assert out_dtypes == [torch.bfloat16 if precision == "bf16" else torch.float32]
+    assert all(np.isfinite(v) for v in losses.values())
+    after = learner.student.encoder.image.trunk[0].weight
+    assert after.dtype == torch.float32 and not torch.equal(after, before)  # the encoder learned
+    assert all(p.dtype == torch.float32 for p in learner.acting.parameters())  # what acts and is exported
+
+
+def test_bf16_updates_follow_float32_ones_closely(contract, student_cfg):
+    runs = {}
+    for precision in ("fp32", "bf16"):
+        learner = filled_image_learner(contract, student_cfg, precision=precision)
+        runs[precision] = [learner.update()["loss/skill_kl"] for _ in range(5)]
+    assert runs["fp32"] != runs["bf16"]  # bfloat16 did compute
+    np.testing.assert_allclose(runs["bf16"], runs["fp32"], rtol=0.05)
 
 
 def test_a_head_with_memory_acts_and_learns_on_the_windows_the_store_keeps(contract, student_cfg):

@@ -1,11 +1,12 @@
-"""`agent bench encoder|graph|replay|messages`: figures (a table, or JSON with --json).
+"""`agent bench encoder|graph|replay|messages|learner`: figures (a table, or JSON with --json).
 
 - encoder: batch-1 latency of the deployed student per backend;
 - graph: the whole ROS 2 graph on the MuJoCo default in real time (`agent run` without the display) for a
   fixed time: image stamp -> published command latency, control rate and jitter, missed cycles, dropped
   messages, and the host's steal time (on a virtual machine: how many missed cycles the host caused);
 - replay: offline replay throughput against the encoder's own batched throughput (`opd.replay_bench`);
-- messages: the state embedding's wire size and per-hop cost by message layout (`agent.message_bench`).
+- messages: the state embedding's wire size and per-hop cost by message layout (`agent.message_bench`);
+- learner: seconds per learner update with the encoder in float32 and in bfloat16 (`opd.learner_bench`).
 """
 
 from __future__ import annotations
@@ -75,11 +76,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m = sub.add_parser("messages", help="state embedding: bytes and cost per hop by message layout")
     m.add_argument("--iters", type=int, default=2000, help="hops timed per layout")
     m.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    lb = sub.add_parser("learner", help="seconds per learner update, encoder in float32 and in bfloat16")
+    lb.add_argument("--config", type=Path, help="student training config whose learner is timed "
+                    "(default opd/configs/student_transfer_wide.yaml)")  # fmt: skip
+    lb.add_argument("--rounds", type=int, default=3, help="alternating rounds; the figures are the medians")
+    lb.add_argument("--updates", type=int, default=5, help="updates timed per round and format")
+    lb.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
 
 
 def run(args: argparse.Namespace) -> int:
-    runners = {"graph": run_graph, "encoder": run_encoder, "replay": run_replay, "messages": run_messages}
+    runners = {"graph": run_graph, "encoder": run_encoder, "replay": run_replay, "messages": run_messages,
+               "learner": run_learner}  # fmt: skip
     return runners[args.what](args)
+
+
+def run_learner(args: argparse.Namespace) -> int:
+    from opd.learner_bench import bench_learner
+    from sim.config import from_root
+
+    config = args.config or from_root("opd/configs/student_transfer_wide.yaml")
+    result = bench_learner(config, rounds=args.rounds, updates=args.updates)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    s = result["s_per_update"]
+    print(f"{result['config']}: batch {result['batch_size']}, {result['threads']} threads, "
+          f"native bfloat16: {'yes' if result['native_bf16'] else 'no (emulated)'}")  # fmt: skip
+    print(f"fp32 {s['fp32'] * 1e3:.0f} ms/update, bf16 {s['bf16'] * 1e3:.0f} ms/update: "
+          f"bf16 costs {result['bf16_vs_fp32']:.2f} of fp32 (median of {args.rounds} rounds)")  # fmt: skip
+    return 0
 
 
 def run_messages(args: argparse.Namespace) -> int:
