@@ -15,7 +15,9 @@ Output directory (rerunning the same command resumes; finished steps are not red
     <method>/wall_clock.json       training seconds summed over the runs that trained it (the trainer's,
                                    kept in its checkpoints: a killed run counts to its last checkpoint)
     <method>/eval.json             the student's evaluation on the proxy
+    sim_only/eval_clean.json       with `clean_reference`: the sim-only student in the clean sim
     teacher/eval.json              the teacher's evaluation on the proxy
+    teacher/eval_clean.json        with `clean_reference`: the teacher in the clean sim
     report/                        results.json, report.md, *.png (`opd.transfer_report`)
 """
 
@@ -69,6 +71,10 @@ class TransferConfig(Config):
     seed: int = 0  # training seed of every method (overrides the training config's)
     backend: str = "onnxruntime"  # runtime backend the students are evaluated with (torch, onnxruntime)
     pretrain: PretrainConfig | None = None  # None: every method starts from scratch
+    # The sim-only student and the teacher evaluated in the clean sim too, on the same seeds: what the
+    # sim-only student loses to the proxy (the transfer gap, what adapting there can win back) apart from
+    # what it lacks against the teacher even in the clean sim (the imitation gap).
+    clean_reference: bool = True
     targets: Targets = Field(default_factory=Targets)
 
     @field_validator("methods")
@@ -167,7 +173,24 @@ class TransferBenchmark:
             write_json(out / "eval.json", evaluation)
         wall = read_json(out / "wall_clock.json") or {"seconds": 0.0}
         metrics = training_metrics(read_history(out / "history.jsonl"))
-        return {**summary(evaluation), **metrics, "wall_clock_s": wall["seconds"]}
+        result = {**summary(evaluation), **metrics, "wall_clock_s": wall["seconds"]}
+        if method == "sim_only" and self.cfg.clean_reference:
+            result["clean"] = self._clean_student(out)
+        return result
+
+    def _clean_student(self, out: Path) -> dict[str, Any] | None:
+        """The method's student in the clean sim (cached in OUT/<method>/eval_clean.json); None when only
+        the small files of its run are here (its artifact is needed to evaluate it)."""
+        path = out / "eval_clean.json"
+        cached = read_json(path)
+        if cached is not None and cached["episodes"] == self.cfg.episodes:
+            return summary(cached)
+        if not (out / "artifact" / "manifest.json").is_file():
+            log.warning("%s: no artifact to evaluate in the clean sim; the clean reference is n/a", out)
+            return None
+        evaluation = self._evaluate_student(out / "artifact", proxy=False)
+        write_json(path, evaluation)
+        return summary(evaluation)
 
     def _finished(self, method: str) -> bool:
         """The method's evaluation is of a student trained to this budget, over this many episodes.
@@ -189,24 +212,32 @@ class TransferBenchmark:
             cfg = cfg.model_copy(update={"init_from": str(start)})
         return train_and_export(cfg, out)
 
-    def _evaluate_student(self, artifact: Path) -> dict[str, Any]:
+    def _evaluate_student(self, artifact: Path, proxy: bool = True) -> dict[str, Any]:
+        """The student alone on the held-out seeds, on the proxy or (`proxy` False) in the clean sim."""
         runtime = load_student(artifact, backend=self.cfg.backend)
         return evaluate_student(
-            runtime, self.cfg.episodes, proxy=from_root(self.base.proxy_config),
+            runtime, self.cfg.episodes, proxy=from_root(self.base.proxy_config) if proxy else None,
             sim_config=from_root(self.base.sim_config), seed=EVAL_SEED, num_envs=self.cfg.num_envs,
         )  # fmt: skip
 
     def teacher(self) -> dict[str, Any]:
-        """The teacher on the same proxy episodes; cached in OUT/teacher/eval.json."""
-        path = self.out / "teacher" / "eval.json"
+        """The teacher on the same proxy episodes (OUT/teacher/eval.json), and with `clean_reference` in
+        the clean sim as "clean" (OUT/teacher/eval_clean.json); both cached."""
+        result = self._teacher_eval(proxy=True)
+        if self.cfg.clean_reference:
+            result["clean"] = self._teacher_eval(proxy=False)
+        return result
+
+    def _teacher_eval(self, proxy: bool) -> dict[str, Any]:
+        path = self.out / "teacher" / ("eval.json" if proxy else "eval_clean.json")
         cached = read_json(path)
         if cached is not None and cached["episodes"] == self.cfg.episodes:
             log.info("teacher: evaluated already (%s)", path)
             return summary(cached)
         evaluation = evaluate_teacher(
             load_teacher(from_root(self.base.teacher)), self.cfg.episodes,
-            proxy=from_root(self.base.proxy_config), sim_config=from_root(self.base.sim_config),
-            seed=EVAL_SEED, num_envs=self.cfg.num_envs,
+            proxy=from_root(self.base.proxy_config) if proxy else None,
+            sim_config=from_root(self.base.sim_config), seed=EVAL_SEED, num_envs=self.cfg.num_envs,
         )  # fmt: skip
         write_json(path, evaluation)
         return summary(evaluation)
@@ -393,11 +424,35 @@ def paired(a: str, b: str, z: float = 1.959964) -> dict[str, Any]:
             "p_value": min(1.0, 2 * tail)}  # fmt: skip
 
 
+def gap_split(methods: dict[str, dict[str, Any]], teacher: dict[str, Any]) -> dict[str, Any] | None:
+    """The sim-only-to-teacher gap on the proxy split in two with the clean-sim references: the transfer
+    gap (what the sim-only student loses from the clean sim to the proxy) and the imitation gap (the
+    teacher's lead over it in the clean sim), in success-rate fractions; and how much of the transfer gap
+    each adapted method wins back, (method - sim_only) / transfer (None without one). None without both
+    references."""
+    sim_only = methods.get("sim_only")
+    clean_student = sim_only.get("clean") if sim_only else None
+    clean_teacher = teacher.get("clean")
+    if clean_student is None or clean_teacher is None:
+        return None
+    assert sim_only is not None
+    transfer = clean_student["success_rate"] - sim_only["success_rate"]
+    won_back = {
+        m: (r["success_rate"] - sim_only["success_rate"]) / transfer if transfer > 0 else None
+        for m, r in methods.items()
+        if m != "sim_only"
+    }
+    return {"sim_only_clean": clean_student["success_rate"], "teacher_clean": clean_teacher["success_rate"],
+            "transfer": transfer, "imitation": clean_teacher["success_rate"] - clean_student["success_rate"],
+            "transfer_won_back": won_back}  # fmt: skip
+
+
 def derived(methods: dict[str, dict[str, Any]], teacher: dict[str, Any]) -> dict[str, Any]:
-    """OPD's gap closed and its comparison with dagger and novelty (None where a method was not run)."""
+    """OPD's gap closed, the gap's split (`gap_split`) and OPD's comparison with dagger and novelty (None
+    where a method was not run)."""
     opd = methods.get("opd")
     sim_only = methods.get("sim_only")
-    out: dict[str, Any] = {"opd_gap_closed": None}
+    out: dict[str, Any] = {"opd_gap_closed": None, "gap_split": gap_split(methods, teacher)}
     if opd and sim_only:
         out["opd_gap_closed"] = gap_closed(
             opd["success_rate"], sim_only["success_rate"], teacher["success_rate"]

@@ -68,6 +68,25 @@ def target_value(row: dict[str, Any]) -> str:
     return f"{row['value'] * 100:+.1f} points" if row["goal"] == "> rival" else pct(row["value"])
 
 
+def _gap_split_lines(split: dict[str, Any] | None) -> list[str]:
+    """The Derived section's lines on the gap's split (`opd.transfer_benchmark.gap_split`)."""
+    if split is None:
+        return ["- Gap split: n/a (no clean-sim evaluation of the sim-only student and the teacher)."]
+    line = (
+        f"- Gap split (the same seeds in the clean sim): the sim-only student succeeds on "
+        f"{pct(split['sim_only_clean'])} there, the teacher on {pct(split['teacher_clean'])}. The proxy "
+        f"costs the sim-only student {split['transfer'] * 100:+.1f} points (the transfer gap, what adapting "
+        f"on the proxy can win back); the teacher leads it by {split['imitation'] * 100:+.1f} points even in "
+        "the clean sim (the imitation gap)."
+    )
+    if split["transfer"] <= 0:
+        return [line + " With no transfer gap, adapting has nothing to win back."]
+    won = ", ".join(f"{m} {pct(v)}" for m, v in split["transfer_won_back"].items())
+    return [
+        line + f" Share of the transfer gap won back on the proxy ((method - sim_only) / transfer): {won}."
+    ]
+
+
 def markdown(report: dict[str, Any]) -> str:
     """report.md: what was run, the results table, derived figures, targets, prediction error, config."""
     cfg, train = report["config"]["transfer"], report["config"]["train"]
@@ -117,6 +136,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"- OPD closes {pct(extra['opd_gap_closed'])} of the sim-only-to-teacher gap "
         "((opd - sim_only) / (teacher - sim_only); n/a when the teacher is no better than sim_only)."
     )
+    lines += _gap_split_lines(extra.get("gap_split"))
     for other in ("dagger", "novelty"):
         versus = extra[f"opd_vs_{other}"]
         if versus is not None:

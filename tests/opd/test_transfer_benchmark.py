@@ -129,6 +129,31 @@ def test_training_episodes_count_the_whole_run_or_the_first_hundred_of_an_older_
     assert training_episodes([{**ramp([100])[0], "train_outcomes": {}}]) is None
 
 
+def test_the_clean_sim_references_split_the_gap_into_transfer_and_imitation() -> None:
+    # clean sim: sim-only 180/200 (90%), teacher 198/200 (99%); proxy: sim-only 160 (80%), teacher 196
+    methods = {"sim_only": {**method_result(160), "clean": evaluation(180)}, "dagger": method_result(170),
+               "opd": method_result(184)}  # fmt: skip
+    cfg = TransferConfig(methods=["sim_only", "dagger", "opd"])
+    teacher = {**evaluation(196), "clean": evaluation(198)}
+    report = build_report(cfg, cfg.train(), teacher, methods, "agent x")
+    split = report["derived"]["gap_split"]
+    assert split["transfer"] == pytest.approx(0.10) and split["imitation"] == pytest.approx(0.09)
+    # OPD at 92% wins back more than the 10-point transfer gap; DAgger at 85% half of it
+    assert split["transfer_won_back"] == {"dagger": pytest.approx(0.5), "opd": pytest.approx(1.2)}
+    text = markdown(report)
+    assert "costs the sim-only student +10.0 points" in text and "dagger 50.0%, opd 120.0%" in text
+    json.dumps(report, allow_nan=False)
+    # a proxy that costs nothing: no share to win back
+    methods["sim_only"]["clean"] = evaluation(150)
+    split = build_report(cfg, cfg.train(), teacher, methods, "agent x")["derived"]["gap_split"]
+    assert split["transfer_won_back"] == {"dagger": None, "opd": None}
+    assert "nothing to win back" in markdown(build_report(cfg, cfg.train(), teacher, methods, "agent x"))
+    # without the references (a run that kept only the small files): n/a, said so
+    del methods["sim_only"]["clean"]
+    report = build_report(cfg, cfg.train(), teacher, methods, "agent x")
+    assert report["derived"]["gap_split"] is None and "Gap split: n/a" in markdown(report)
+
+
 def test_gap_closed_and_ci_separation() -> None:
     assert gap_closed(opd=0.9, sim_only=0.5, teacher=1.0) == pytest.approx(0.8)
     assert gap_closed(opd=0.4, sim_only=0.5, teacher=1.0) == pytest.approx(-0.2)
@@ -201,7 +226,8 @@ def test_methods_evaluated_on_the_same_seeds_are_compared_pairwise() -> None:
 def test_targets_of_methods_not_run_are_not_measured() -> None:
     cfg = TransferConfig(methods=["opd"])
     report = build_report(cfg, cfg.train(), evaluation(196), {"opd": method_result(184)}, "agent x")
-    assert report["derived"] == {"opd_gap_closed": None, "opd_vs_dagger": None, "opd_vs_novelty": None}
+    assert report["derived"] == {"opd_gap_closed": None, "gap_split": None, "opd_vs_dagger": None,
+                                 "opd_vs_novelty": None}  # fmt: skip
     assert [t["pass"] for t in report["targets"]] == [True, None, None, None, True]
 
 
@@ -229,7 +255,13 @@ def test_wall_clock_is_the_trainers_total_and_counts_runs(tmp_path: Path) -> Non
 def test_a_cached_teacher_evaluation_is_not_redone(tmp_path: Path) -> None:
     cfg = TransferConfig.from_yaml(QUICK)
     write_json(tmp_path / "teacher" / "eval.json", {**evaluation(3, cfg.episodes), "proxy": True})
-    assert TransferBenchmark(cfg, tmp_path).teacher()["success_rate"] == 3 / cfg.episodes
+    write_json(tmp_path / "teacher" / "eval_clean.json", {**evaluation(5, cfg.episodes), "proxy": False})
+    teacher = TransferBenchmark(cfg, tmp_path).teacher()
+    assert (
+        teacher["success_rate"] == 3 / cfg.episodes and teacher["clean"]["success_rate"] == 5 / cfg.episodes
+    )
+    no_clean = cfg.model_copy(update={"clean_reference": False})
+    assert "clean" not in TransferBenchmark(no_clean, tmp_path).teacher()
 
 
 def test_a_kept_evaluation_is_not_retrained_without_its_artifact_or_checkpoints(tmp_path: Path) -> None:
@@ -244,6 +276,13 @@ def test_a_kept_evaluation_is_not_retrained_without_its_artifact_or_checkpoints(
     assert result["success_rate"] == 2 / cfg.episodes and result["wall_clock_s"] == 7.0
     assert result["decisions"] == 200
     assert not (out / "checkpoints").exists()  # nothing was trained
+    assert "clean" not in result  # only the sim-only student gets the clean-sim reference
+
+    sim_only = tmp_path / "sim_only"
+    write_json(sim_only / "eval.json", {**evaluation(4, cfg.episodes), "steps": bench.base.total_steps})
+    assert bench.method("sim_only")["clean"] is None  # no artifact to evaluate in the clean sim: n/a
+    write_json(sim_only / "eval_clean.json", evaluation(6, cfg.episodes))  # kept from the machine that had it
+    assert bench.method("sim_only")["clean"]["success_rate"] == 6 / cfg.episodes
 
 
 def test_write_report_writes_the_markdown_json_and_plots(tmp_path: Path) -> None:
