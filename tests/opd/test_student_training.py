@@ -58,10 +58,13 @@ def test_every_method_trains_and_writes_the_student(tmp_path: Path, method: str)
     torch.load(out / "student.pt", weights_only=True)
 
 
-def test_seeded_runs_match(tmp_path: Path) -> None:
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_seeded_runs_match(tmp_path: Path, precision: str) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
-    StudentTrainer(tiny(tmp_path), a).run()
-    StudentTrainer(tiny(tmp_path), b).run()
+    opd = {"distill": {"batch_size": 16, "capacity": 400, "precision": precision},
+           "gate": {"budget": 0.5, "budget_min_samples": 20, "budget_window": 200}}  # fmt: skip
+    StudentTrainer(tiny(tmp_path, opd=opd), a).run()
+    StudentTrainer(tiny(tmp_path, opd=opd), b).run()
     speed = [{k: v for k, v in row.items() if k != "steps_per_s"} for row in history(a)]
     assert speed == [{k: v for k, v in row.items() if k != "steps_per_s"} for row in history(b)]
     sa, sb = torch.load(a / "student.pt"), torch.load(b / "student.pt")
