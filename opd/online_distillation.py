@@ -101,7 +101,7 @@ class DistillConfig(Config):
     memory_state: float = Field(0.0, ge=0)
     # Number format of the encoder's forward and backward in `update` (weights and optimiser stay float32):
     # "bf16" autocasts to bfloat16. On a CPU with AMX or AVX512-BF16 an update of the wide CPU student
-    # costs ~0.4 of float32's; on one without, bfloat16 is emulated and slower than float32.
+    # costs ~0.46 of float32's (profiled here); on one without, bfloat16 is emulated and slower than float32.
     precision: Literal["fp32", "bf16"] = "fp32"
 
 
