@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from opd.evaluation import load_teacher
-from opd.online_distillation import OnlineDistillation
+from opd.online_distillation import OnlineDistillation, native_bf16
 from opd.student_training import SWITCH, StudentTrainConfig, flushed_denormals
 from policies.student_policy import StudentConfig, StudentPolicy
 from sim.config import from_root
@@ -72,7 +72,7 @@ def bench_learner(train_config: Path, rounds: int = 3, updates: int = 5, warmup:
         "batch_size": cfg.opd.distill.batch_size,
         "train_encoder": cfg.opd.distill.train_encoder,
         "threads": cfg.threads,
-        "native_bf16": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),
+        "native_bf16": native_bf16(),
         "s_per_update": {p: round(v, 6) for p, v in per_update.items()},
         "rounds": {p: [round(x, 6) for x in v] for p, v in timed.items()},
         "bf16_vs_fp32": round(per_update["bf16"] / per_update["fp32"], 3),

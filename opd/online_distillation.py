@@ -61,6 +61,11 @@ Switch = Literal["predictor", "novelty", "student", "teacher"]
 FRAME_KEYS = ("image", "imu", "skill", "progress", "step")  # raw student inputs, as the encoder takes them
 
 
+def native_bf16() -> bool:
+    """This CPU computes bfloat16 natively (AMX or AVX512-BF16), so `distill.precision: bf16` pays off."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 class DistillConfig(Config):
     """Distillation losses and the learner's optimiser."""
 
@@ -242,7 +247,7 @@ class OnlineDistillation:
             self.student.encoder.requires_grad_(False)
             params = [q for q in params if q.requires_grad]
         self.optimizer = torch.optim.Adam(params, lr=cfg.distill.lr)
-        if learning and cfg.distill.precision == "bf16" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        if learning and cfg.distill.precision == "bf16" and not native_bf16():
             log.warning("distill.precision bf16: this CPU has no native bfloat16; updates will be slower")
         # Teacher-state scale for the predictor: the teacher's own observation statistics (fixed, so an
         # error means the same at every step of training).

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -182,14 +183,24 @@ class TransferBenchmark:
         """The method's student in the clean sim (cached in OUT/<method>/eval_clean.json); None when only
         the small files of its run are here (its artifact is needed to evaluate it)."""
         path = out / "eval_clean.json"
-        cached = read_json(path)
-        if cached is not None and cached["episodes"] == self.cfg.episodes:
-            return summary(cached)
-        if not (out / "artifact" / "manifest.json").is_file():
+        if not self._cached(path) and not (out / "artifact" / "manifest.json").is_file():
             log.warning("%s: no artifact to evaluate in the clean sim; the clean reference is n/a", out)
             return None
-        evaluation = self._evaluate_student(out / "artifact", proxy=False)
-        write_json(path, evaluation)
+        return self._evaluation(path, lambda: self._evaluate_student(out / "artifact", proxy=False))
+
+    def _cached(self, path: Path) -> dict[str, Any] | None:
+        """The evaluation kept at `path` if it is over this benchmark's number of episodes."""
+        cached = read_json(path)
+        return cached if cached is not None and cached["episodes"] == self.cfg.episodes else None
+
+    def _evaluation(self, path: Path, evaluate: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """`summary` of the evaluation kept at `path`, or of `evaluate()`, which is then kept there."""
+        evaluation = self._cached(path)
+        if evaluation is not None:
+            log.info("evaluated already (%s)", path)
+        else:
+            evaluation = evaluate()
+            write_json(path, evaluation)
         return summary(evaluation)
 
     def _finished(self, method: str) -> bool:
@@ -229,18 +240,14 @@ class TransferBenchmark:
         return result
 
     def _teacher_eval(self, proxy: bool) -> dict[str, Any]:
-        path = self.out / "teacher" / ("eval.json" if proxy else "eval_clean.json")
-        cached = read_json(path)
-        if cached is not None and cached["episodes"] == self.cfg.episodes:
-            log.info("teacher: evaluated already (%s)", path)
-            return summary(cached)
-        evaluation = evaluate_teacher(
-            load_teacher(from_root(self.base.teacher)), self.cfg.episodes,
-            proxy=from_root(self.base.proxy_config) if proxy else None,
-            sim_config=from_root(self.base.sim_config), seed=EVAL_SEED, num_envs=self.cfg.num_envs,
+        return self._evaluation(
+            self.out / "teacher" / ("eval.json" if proxy else "eval_clean.json"),
+            lambda: evaluate_teacher(
+                load_teacher(from_root(self.base.teacher)), self.cfg.episodes,
+                proxy=from_root(self.base.proxy_config) if proxy else None,
+                sim_config=from_root(self.base.sim_config), seed=EVAL_SEED, num_envs=self.cfg.num_envs,
+            ),
         )  # fmt: skip
-        write_json(path, evaluation)
-        return summary(evaluation)
 
     def histories(self) -> dict[str, list[dict[str, Any]]]:
         """Each method's cleaned history.jsonl (see `read_history`)."""
@@ -430,12 +437,10 @@ def gap_split(methods: dict[str, dict[str, Any]], teacher: dict[str, Any]) -> di
     teacher's lead over it in the clean sim), in success-rate fractions; and how much of the transfer gap
     each adapted method wins back, (method - sim_only) / transfer (None without one). None without both
     references."""
-    sim_only = methods.get("sim_only")
-    clean_student = sim_only.get("clean") if sim_only else None
-    clean_teacher = teacher.get("clean")
+    sim_only = methods.get("sim_only") or {}
+    clean_student, clean_teacher = sim_only.get("clean"), teacher.get("clean")
     if clean_student is None or clean_teacher is None:
         return None
-    assert sim_only is not None
     transfer = clean_student["success_rate"] - sim_only["success_rate"]
     won_back = {
         m: (r["success_rate"] - sim_only["success_rate"]) / transfer if transfer > 0 else None
