@@ -492,8 +492,13 @@ def test_stopping_a_learner_busy_exporting_a_version_stops_the_export_too(contra
     try:
         run(learner, 100)
         child = process.pid
-        wait_for(lambda: bool(children(child)) or process.error is not None, 300.0)
-        exports = children(child)
+        exports: list[int] = []
+
+        def exporting() -> bool:  # the scan that finds them is the one kept: a second could miss them
+            exports[:] = children(child)
+            return bool(exports) or process.error is not None
+
+        wait_for(exporting, 300.0)
         assert exports and process.error is None  # an export in progress
     finally:
         process.stop(timeout_s=0.1)
