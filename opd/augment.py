@@ -4,7 +4,8 @@ The student learns from a few tens of thousands of frames, which a randomly init
 exactly (training KL ~0.04 nats while it disagrees with the teacher on ~16% of its own decisions). A
 random shift of a few pixels (DrQ, Kostrikov et al. 2020) is the cheapest regulariser for pixel policies:
 the action label does not change when the camera moves by a pixel or two. Measured on the committed
-student's fine-tune (README): clean-sim success 52.0 -> 59.5%, proxy success within the noise.
+student's fine-tune (docs/opd_experiments.md): clean-sim success 52.0 -> 59.5%, proxy success within the
+noise.
 """
 
 from __future__ import annotations

@@ -86,8 +86,9 @@ class VersionWriter:
     encoder files verbatim, new hashes, written atomically), and `on_version(path, number)` announces it.
     The export runs in a child process at low priority: torch's ONNX exporter is seconds of pure Python, and
     in this process it held the GIL against the control loop (measured: image -> command p99 173 ms and 412
-    missed cycles in 5 min with a version a minute; see the README). Only the newest `keep` versions stay on
-    disk: a node loading one has `every_s` x (keep - 1) to do so. A failed export is logged and skipped.
+    missed cycles in 5 min with a version a minute; docs/graph_learning.md). Only the newest `keep` versions
+    stay on disk: a node loading one has `every_s` x (keep - 1) to do so. A failed export is logged and
+    skipped.
     """
 
     def __init__(self, base: Artifact, root: str | Path, every_s: float,

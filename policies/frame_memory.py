@@ -1,7 +1,7 @@
 """Memory for the student's head: a GRU over the window of its last frames' embeddings.
 
 One camera frame does not show a marker the robot turned away from, nor an obstacle now beside it: the
-student's errors concentrate where the target is out of view (README, Online Policy Distillation). The head
+student's errors concentrate where the target is out of view (docs/opd_experiments.md). The head
 therefore sees the last `frames` embeddings, not just the newest. The window is stateless (the GRU starts
 from zero on every window), so acting, training on stored windows and offline replay compute the same
 thing from the same frames, with no hidden state to carry, reset or keep in step.

@@ -3,9 +3,9 @@
 A teacher that acts on facts the student can never observe (where a marker behind the robot is, its own
 world pose) teaches actions the student cannot imitate: measured on the default robot, the student alone
 errs most while its target has not yet been in view, and turning in place until it is (a scripted
-search) lifted it from 72% to 83% (`../README.md`, "imitable teacher"). With a `ViewConfig` the teacher's
-input keeps the fields that are always observable (speed, yaw rate, ...), and each object's fields only
-while the object is inside the camera's horizontal field of view; everything else reads 0. The
+search) lifted it from 72% to 83% (`docs/opd_experiments.md`, "An imitable teacher"). With a `ViewConfig`
+the teacher's input keeps the fields that are always observable (speed, yaw rate, ...), and each object's
+fields only while the object is inside the camera's horizontal field of view; everything else reads 0. The
 buffer's entries keep the whole privileged state; the teacher's input and the predictor's target (what the
 teacher sees, `OnlineDistillation.normalise`) go through the view, so a teacher trained with it acts on
 exactly what it was trained on, and the gate's error measures how well the student knows what it sees.
