@@ -82,9 +82,14 @@ def _gap_split_lines(split: dict[str, Any] | None) -> list[str]:
     if split["transfer"] <= 0:
         return [line + " With no transfer gap, adapting has nothing to win back."]
     won = ", ".join(f"{m} {pct(v)}" for m, v in split["transfer_won_back"].items())
-    return [
-        line + f" Share of the transfer gap won back on the proxy ((method - sim_only) / transfer): {won}."
-    ]
+    line += f" Share of the transfer gap won back on the proxy ((method - sim_only) / transfer): {won}."
+    beyond = [m for m, v in split["transfer_won_back"].items() if v is not None and v > 1]
+    if beyond:  # the share then says more about sim_only's own training than about transfer
+        line += (
+            f" Over 100% ({', '.join(beyond)}): the method ends above the sim-only student's own clean-sim "
+            "figure, so not all of its lead over sim_only is transfer won back."
+        )
+    return [line]
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -142,6 +142,7 @@ def test_the_clean_sim_references_split_the_gap_into_transfer_and_imitation() ->
     assert split["transfer_won_back"] == {"dagger": pytest.approx(0.5), "opd": pytest.approx(1.2)}
     text = markdown(report)
     assert "costs the sim-only student +10.0 points" in text and "dagger 50.0%, opd 120.0%" in text
+    assert "Over 100% (opd): the method ends above" in text  # 92% on the proxy against sim_only's 90% clean
     json.dumps(report, allow_nan=False)
     # a proxy that costs nothing: no share to win back
     methods["sim_only"]["clean"] = evaluation(150)
