@@ -300,6 +300,8 @@ def test_write_report_writes_the_markdown_json_and_plots(tmp_path: Path) -> None
         assert (tmp_path / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({plot})" in md
     assert "`agent x`" in md and "| teacher | 98.0% |" in md
+    assert "one training run per method" in md  # the intervals do not cover retraining
+    assert f"trained for {report['config']['train']['total_steps']:,} decisions" in md
     assert "| OPD success on the proxy | >= 90% | 70.0% | FAIL |" in md  # opd: 140 of 200
     versus = "| better than dagger at equal budget | > rival | +10.0 points | PASS | 95% CIs separate: no |"
     assert versus in md
