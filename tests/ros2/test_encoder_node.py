@@ -43,6 +43,9 @@ def encoder(
     probe.node.destroy_node()
 
 
+# max_latency_s well above the test's own waits: a loaded CI host once delivered an image 1.8 s late, and a
+# late drop is not what this test is about.
+@pytest.mark.parametrize("encoder", [{"max_latency_s": 5.0}], indirect=True)
 def test_embedding_is_stamped_with_the_image_and_uses_the_imu_window_ending_there(encoder: Rig) -> None:
     node, probe, executor, runtime = encoder
     t0 = time.time()
