@@ -104,10 +104,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"Each student acts alone on the real-robot proxy (`{train['proxy_config']}` over "
         f"`{train['sim_config']}`) for {cfg['episodes']} held-out episodes (seeds {report['eval_seed']} "
         f"+ i), with 95% Wilson intervals over those episodes. They are for one training run per method and "
-        "leave out how far retraining moves a student (a rerun of one pretraining moved it 5.5 points: "
-        "docs/opd_experiments.md), so differences of a few points do not rank methods. Every method trained "
-        f"for {train['total_steps']:,} decisions (one "
-        f"teacher label per student frame: the same label budget), seed {cfg['seed']}, from "
+        "leave out how far retraining moves a student (docs/opd_experiments.md measures it), so differences "
+        f"of a few points do not rank methods. Every method trained for {train['total_steps']:,} decisions "
+        f"(one teacher label per student frame: the same label budget), seed {cfg['seed']}, from "
         f"`{cfg['train_config']}`.",
     ]
     start = report.get("pretrain")
