@@ -8,6 +8,12 @@ targets (`Targets`). With `pretrain`, a student is first trained in the clean si
 from it: the seed's setting, a sim-trained student deployed on the robot and adapted there (sim_only then
 goes on in the clean sim with the same budget).
 
+With several training `seeds`, the whole pipeline (the sim-trained start and every method) runs once per
+seed, and the report adds each policy's mean over those runs with a 95% t interval (`over_runs`): one
+training run moves a student by several points (docs/opd_experiments.md), more than the methods differ by,
+and only runs trained apart show it. Runs go seed by seed, so a benchmark spanning sessions has at most
+one run whose sim-trained start must be rebuilt.
+
 Output directory (rerunning the same command resumes; finished steps are not redone):
     config.yaml                    resolved TransferConfig
     pretrain/                      with `pretrain`: the sim-trained start (trainer output, eval.json)
@@ -18,6 +24,9 @@ Output directory (rerunning the same command resumes; finished steps are not red
     sim_only/eval_clean.json       with `clean_reference`: the sim-only student in the clean sim
     teacher/eval.json              the teacher's evaluation on the proxy
     teacher/eval_clean.json        with `clean_reference`: the teacher in the clean sim
+    seed<s>/                       the run of every seed but the first: its pretrain/ and <method>/ as
+                                   above (the first seed's run is at the top, where a one-seed benchmark
+                                   writes it, so more seeds can be added to a finished benchmark)
     report/                        results.json, report.md, *.png (`opd.transfer_report`)
 """
 
@@ -32,6 +41,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import Field, field_validator
+from scipy import stats
 
 from opd.evaluation import EVAL_SEED, evaluate_student, evaluate_teacher, load_teacher, wilson_interval
 from opd.student_training import ROLLING_EPISODES, Method, StudentTrainConfig, StudentTrainer, write_atomic
@@ -69,7 +79,9 @@ class TransferConfig(Config):
     total_steps: int | None = Field(None, ge=1)  # decisions per method (= labels); None = the config's
     episodes: int = Field(200, ge=1)  # evaluation episodes per policy (seeds EVAL_SEED + i), episodes
     num_envs: int = Field(16, ge=1)  # evaluation episodes run side by side (one backend object), envs
-    seed: int = 0  # training seed of every method (overrides the training config's)
+    # training seeds (override the training configs'): every method, and the sim-trained start, is trained
+    # once per seed; the report's intervals over runs need two or more
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     backend: str = "onnxruntime"  # runtime backend the students are evaluated with (torch, onnxruntime)
     pretrain: PretrainConfig | None = None  # None: every method starts from scratch
     # The sim-only student and the teacher evaluated in the clean sim too, on the same seeds: what the
@@ -78,28 +90,32 @@ class TransferConfig(Config):
     clean_reference: bool = True
     targets: Targets = Field(default_factory=Targets)
 
-    @field_validator("methods")
+    @field_validator("methods", "seeds")
     @classmethod
-    def _unique(cls, methods: list[str]) -> list[str]:
-        if len(set(methods)) != len(methods):
-            raise ValueError(f"methods must not repeat: {methods}")
-        return methods
+    def _unique(cls, values: list) -> list:
+        if len(set(values)) != len(values):
+            raise ValueError(f"must not repeat: {values}")
+        return values
 
-    def train(self, method: str | None = None) -> StudentTrainConfig:
-        """The training config of `method` (None: the shared one) with this benchmark's budget and seed."""
+    def train(self, method: str | None = None, seed: int | None = None) -> StudentTrainConfig:
+        """The training config of `method` (None: the shared one) with this benchmark's budget and `seed`
+        (None: the first)."""
         base = StudentTrainConfig.from_yaml(from_root(self.train_config))
-        update: dict[str, Any] = {"seed": self.seed, "total_steps": self.total_steps or base.total_steps}
+        seed = self.seeds[0] if seed is None else seed
+        update: dict[str, Any] = {"seed": seed, "total_steps": self.total_steps or base.total_steps}
         if method is not None:
             update["method"] = method
         return StudentTrainConfig.from_dict({**base.model_dump(), **update}, self.train_config)
 
-    def pretrain_train(self) -> StudentTrainConfig:
-        """The training config of the sim-trained start (requires `pretrain`), with this benchmark's seed."""
+    def pretrain_train(self, seed: int | None = None) -> StudentTrainConfig:
+        """The training config of the sim-trained start (requires `pretrain`) for `seed` (None: the
+        first)."""
         assert self.pretrain is not None
         path = self.pretrain.train_config
         base = StudentTrainConfig.from_yaml(from_root(path))
         steps = self.pretrain.total_steps or base.total_steps
-        update = {"method": "sim_only", "seed": self.seed, "total_steps": steps}
+        seed = self.seeds[0] if seed is None else seed
+        update = {"method": "sim_only", "seed": seed, "total_steps": steps}
         return StudentTrainConfig.from_dict({**base.model_dump(), **update}, path)
 
 
@@ -112,45 +128,70 @@ class TransferBenchmark:
         self.out.mkdir(parents=True, exist_ok=True)
         cfg.to_yaml(self.out / "config.yaml")
 
+    def run_dir(self, seed: int | None = None) -> Path:
+        """Where the run of `seed` (None: the first) is written: OUT for the first seed, OUT/seed<s> else."""
+        seed = self.cfg.seeds[0] if seed is None else seed
+        return self.out if seed == self.cfg.seeds[0] else self.out / f"seed{seed}"
+
     def run(self) -> dict[str, Any] | None:
-        """Every method trained and evaluated, and the teacher evaluated; the report dict, or None when
-        training was stopped (SIGINT/SIGTERM after a checkpoint)."""
+        """Every method trained and evaluated once per seed, and the teacher evaluated; the report dict
+        (the first seed's run, with `over_runs` when there are several), or None when training was
+        stopped (SIGINT/SIGTERM after a checkpoint)."""
+        runs: dict[int, tuple[dict[str, dict[str, Any]], dict[str, Any] | None]] = {}
+        for seed in self.cfg.seeds:
+            run = self.seed_run(seed)
+            if run is None:
+                return None
+            runs[seed] = run
+        teacher = self.teacher()
+        reports = {
+            seed: build_report(self.cfg, self.base, teacher, methods, self.command, pretrain)
+            for seed, (methods, pretrain) in runs.items()
+        }
+        return with_runs(reports, self.cfg) if len(reports) > 1 else reports[self.cfg.seeds[0]]
+
+    def seed_run(self, seed: int) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None] | None:
+        """Every method of `seed`'s run trained (from its sim-trained start, with `pretrain`) and
+        evaluated: (per-method results, the start's result or None); None when stopped."""
         start = None
         if self.cfg.pretrain is not None:
-            start = self.pretrained(needed=not all(self._finished(m) for m in self.cfg.methods))
+            needed = not all(self._finished(m, seed) for m in self.cfg.methods)
+            start = self.pretrained(needed=needed, seed=seed)
             if start is None:
                 return None
         methods: dict[str, dict[str, Any]] = {}
         for method in self.cfg.methods:
-            result = self.method(method, start)
+            result = self.method(method, start, seed)
             if result is None:
                 return None
             methods[method] = result
-        pretrain = self._pretrain_result() if self.cfg.pretrain is not None else None
-        return build_report(self.cfg, self.base, self.teacher(), methods, self.command, pretrain)
+        pretrain = self._pretrain_result(seed) if self.cfg.pretrain is not None else None
+        return methods, pretrain
 
-    def pretrained(self, needed: bool = True) -> Path | None:
-        """The sim-trained start's artifact (absolute), trained (resuming) and evaluated unless done; None
-        when its training was stopped. Its eval.json alone stands for it once no method needs its artifact;
-        a method that does, in a checkout holding only the small files, gets it retrained (deterministic
-        for the seed on a CPU, so the same start)."""
-        out = self.out / "pretrain"
+    def pretrained(self, needed: bool = True, seed: int | None = None) -> Path | None:
+        """The sim-trained start's artifact (absolute) of `seed`'s run, trained (resuming) and evaluated
+        unless done; None when its training was stopped. Its eval.json alone stands for it once no method
+        needs its artifact; a method that does, in a checkout holding only the small files, gets it
+        retrained (deterministic for the seed on a CPU, so the same start if its first training was not
+        stopped and resumed: each method's init_from.json keeps the hash of the start it began from, and
+        the report says when one run's methods began from different starts)."""
+        out = self.run_dir(seed) / "pretrain"
         artifact = (out / "artifact").resolve()
-        steps = self.cfg.pretrain_train().total_steps
+        steps = self.cfg.pretrain_train(seed).total_steps
         evaluation = read_json(out / "eval.json")
         trained = evaluation is not None and evaluation["steps"] >= steps
         evaluated = trained and evaluation["episodes"] == self.cfg.episodes
         present = (artifact / "manifest.json").is_file()
         if evaluated and (present or not needed):
             return artifact
-        if not (trained and present) and train_and_export(self.cfg.pretrain_train(), out) is None:
+        if not (trained and present) and train_and_export(self.cfg.pretrain_train(seed), out) is None:
             return None
         if not evaluated:  # first evaluated, or over another number of episodes than asked now
             write_json(out / "eval.json", {"steps": steps, **self._evaluate_student(artifact)})
         return artifact
 
-    def _pretrain_result(self) -> dict[str, Any]:
-        out = self.out / "pretrain"
+    def _pretrain_result(self, seed: int | None = None) -> dict[str, Any]:
+        out = self.run_dir(seed) / "pretrain"
         evaluation = read_json(out / "eval.json")
         assert evaluation is not None  # written by `pretrained` before any method trained
         wall = read_json(out / "wall_clock.json") or {"seconds": 0.0}
@@ -159,22 +200,31 @@ class TransferBenchmark:
         return {**summary(evaluation), "decisions": evaluation["steps"], "labels": labels,
                 "wall_clock_s": wall["seconds"]}  # fmt: skip
 
-    def method(self, method: str, start: Path | None = None) -> dict[str, Any] | None:
-        """Train (resuming; from the artifact `start` if given) and evaluate `method` unless its evaluation
-        is already there."""
-        out = self.out / method
+    def method(
+        self, method: str, start: Path | None = None, seed: int | None = None
+    ) -> dict[str, Any] | None:
+        """Train (resuming; from the artifact `start` if given) and evaluate `method` with `seed` (None:
+        the first) unless its evaluation is already there."""
+        out = self.run_dir(seed) / method
         evaluation = read_json(out / "eval.json")
-        if self._finished(method):
+        if self._finished(method, seed):
             log.info("%s: trained and evaluated already (%s)", method, out / "eval.json")
         else:
-            steps = self._train(method, out, start)
+            steps = self._train(method, out, start, seed)
             if steps is None:
                 return None
             evaluation = {"steps": steps, **self._evaluate_student(out / "artifact")}
             write_json(out / "eval.json", evaluation)
         wall = read_json(out / "wall_clock.json") or {"seconds": 0.0}
         metrics = training_metrics(read_history(out / "history.jsonl"))
-        result = {**summary(evaluation), **metrics, "wall_clock_s": wall["seconds"]}
+        origin = read_json(out / "init_from.json")  # the start's hash: one run's methods share it
+        start_sha = origin["manifest_sha256"] if origin else None
+        result = {
+            **summary(evaluation),
+            **metrics,
+            "wall_clock_s": wall["seconds"],
+            "start_sha256": start_sha,
+        }
         if method == "sim_only" and self.cfg.clean_reference:
             result["clean"] = self._clean_student(out)
         return result
@@ -203,22 +253,22 @@ class TransferBenchmark:
             write_json(path, evaluation)
         return summary(evaluation)
 
-    def _finished(self, method: str) -> bool:
+    def _finished(self, method: str, seed: int | None = None) -> bool:
         """The method's evaluation is of a student trained to this budget, over this many episodes.
         eval.json is written only after the exported artifact was evaluated, so a kept result directory
         needs neither the artifact nor the checkpoints (a run can span machines with only the small files
         kept)."""
-        evaluation = read_json(self.out / method / "eval.json")
+        evaluation = read_json(self.run_dir(seed) / method / "eval.json")
         return (
             evaluation is not None
             and evaluation["steps"] >= self.base.total_steps
             and evaluation["episodes"] == self.cfg.episodes
         )
 
-    def _train(self, method: str, out: Path, start: Path | None) -> int | None:
+    def _train(self, method: str, out: Path, start: Path | None, seed: int | None) -> int | None:
         """Train into `out` (from the artifact `start` if given) and export its artifact; the trained
         steps, or None when stopped."""
-        cfg = self.cfg.train(method)
+        cfg = self.cfg.train(method, seed)
         if start is not None:
             cfg = cfg.model_copy(update={"init_from": str(start)})
         return train_and_export(cfg, out)
@@ -250,7 +300,7 @@ class TransferBenchmark:
         )  # fmt: skip
 
     def histories(self) -> dict[str, list[dict[str, Any]]]:
-        """Each method's cleaned history.jsonl (see `read_history`)."""
+        """Each method's cleaned history.jsonl (see `read_history`) of the first seed's run."""
         return {m: read_history(self.out / m / "history.jsonl") for m in self.cfg.methods}
 
 
@@ -501,7 +551,14 @@ def check_targets(
         if versus is None:
             rows.append(row(f"better than {other} at equal budget", "> rival", None, None))
             continue
-        note = f"95% CIs separate: {'yes' if versus['ci_separated'] else 'no'}"
+        if runs := versus.get("runs"):  # over training runs (`check_targets_over_runs`)
+            note = f"ahead in {runs['ahead_in']} of {runs['runs']} runs"
+            if runs["ci95"] is not None:
+                excludes = runs["ci95"][0] > 0 or runs["ci95"][1] < 0
+                zero = "excludes" if excludes else "includes"
+                note += f"; 95% t CI over runs {points(runs['ci95'])} ({zero} 0)"
+        else:
+            note = f"95% CIs separate: {'yes' if versus['ci_separated'] else 'no'}"
         if pair := versus.get("paired"):
             note += f"; paired 95% CI {points(pair['ci95'])}, p = {pair['p_value']:.3g}"
         rows.append(row(f"better than {other} at equal budget", "> rival", versus["difference"],
@@ -538,6 +595,105 @@ def build_report(
             "train": base.model_dump(mode="json", exclude={"method"}),
         },
     }
+
+
+def over_runs(values: list[float]) -> dict[str, Any]:
+    """Runs' figures (one per training seed): their mean and a 95% t interval over them (None for one
+    run: a single run says nothing of how far retraining moves it)."""
+    n = len(values)
+    mean = float(np.mean(values))
+    if n < 2:
+        return {"runs": n, "values": values, "mean": mean, "sd": None, "ci95": None}
+    sd = float(np.std(values, ddof=1))
+    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return {"runs": n, "values": values, "mean": mean, "sd": sd, "ci95": [mean - half, mean + half]}
+
+
+def pooled(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every run's evaluation episodes counted together, with a 95% Wilson interval: the evaluation noise
+    alone, blind to retraining (`over_runs` is not)."""
+    successes = sum(round(r["success_rate"] * r["episodes"]) for r in results)
+    episodes = sum(r["episodes"] for r in results)
+    lo, hi = wilson_interval(successes, episodes)
+    return {"successes": successes, "episodes": episodes, "success_rate": successes / episodes,
+            "ci95": [round(lo, 4), round(hi, 4)]}  # fmt: skip
+
+
+def run_starts(report: dict[str, Any]) -> int:
+    """How many different sim-trained starts one run's methods began from (by the artifact's hash): 1 as it
+    should be, more when a start was retrained differently (after a stopped and resumed first training)
+    between its methods; 0 without a start."""
+    return len({m["start_sha256"] for m in report["methods"].values() if m.get("start_sha256")})
+
+
+def with_runs(reports: dict[int, dict[str, Any]], cfg: TransferConfig) -> dict[str, Any]:
+    """The report of several training seeds: the first seed's report, each run's figures ("runs"), the
+    figures over runs ("over_runs") and the targets judged on those (the means, and for the comparisons
+    the per-run differences' 95% t interval)."""
+    seeds = list(reports)
+    first = reports[seeds[0]]
+    teacher = first["teacher"]
+    policies = (["pretrained"] if first["pretrain"] is not None else []) + list(first["methods"])
+
+    def result(report: dict[str, Any], policy: str) -> dict[str, Any]:
+        return report["pretrain"] if policy == "pretrained" else report["methods"][policy]
+
+    table: dict[str, Any] = {}
+    for policy in policies:
+        results = [result(reports[s], policy) for s in seeds]
+        last20 = [r.get("intervention_rate_last20") for r in results]
+        table[policy] = {
+            **over_runs([r["success_rate"] for r in results]),
+            "pooled": pooled(results),
+            "intervention_rate_last20": None if None in last20 else float(np.mean(last20)),
+        }
+    versus: dict[str, Any] = {}
+    for other in ("dagger", "novelty"):
+        if "opd" not in table or other not in table:
+            versus[other] = None
+            continue
+        diffs = [
+            r["methods"]["opd"]["success_rate"] - r["methods"][other]["success_rate"]
+            for r in reports.values()
+        ]
+        outcomes = [(r["methods"]["opd"].get("episode_success"), r["methods"][other].get("episode_success"))
+                    for r in reports.values()]  # fmt: skip
+        kept = all(a and b for a, b in outcomes)
+        versus[other] = {
+            **over_runs(diffs),
+            "ahead_in": sum(d > 0 for d in diffs),
+            # every run's episodes paired on their seeds: evaluation noise only
+            "pooled_paired": paired(*("".join(x) for x in zip(*outcomes, strict=True))) if kept else None,
+        }
+    gap = None
+    if "opd" in table and "sim_only" in table:
+        gap = gap_closed(table["opd"]["mean"], table["sim_only"]["mean"], teacher["success_rate"])
+    summary_runs = {"seeds": seeds, "policies": table, "opd_vs": versus, "opd_gap_closed": gap,
+                    "starts_per_run": {str(s): run_starts(r) for s, r in reports.items()}}  # fmt: skip
+    return {
+        **first,
+        "runs": {str(s): {k: r[k] for k in ("methods", "pretrain", "derived")} for s, r in reports.items()},
+        "over_runs": summary_runs,
+        "targets_first_run": first["targets"],
+        "targets": check_targets_over_runs(summary_runs, cfg.targets),
+    }
+
+
+def check_targets_over_runs(runs: dict[str, Any], targets: Targets) -> list[dict[str, Any]]:
+    """`check_targets` on the means over runs; a comparison passes when OPD's mean lead is positive, and
+    its note says whether the 95% t interval of the per-run differences excludes zero."""
+    policies = runs["policies"]
+    opd = policies.get("opd")
+    methods = {}
+    if opd is not None:
+        methods["opd"] = {
+            "success_rate": opd["mean"],
+            "intervention_rate_last20": opd["intervention_rate_last20"],
+        }
+    extra: dict[str, Any] = {"opd_gap_closed": runs["opd_gap_closed"]}
+    for other, versus in runs["opd_vs"].items():
+        extra[f"opd_vs_{other}"] = None if versus is None else {"difference": versus["mean"], "runs": versus}
+    return check_targets(methods, extra, targets)
 
 
 def record_wall_clock(path: Path, seconds: float) -> None:

@@ -3,7 +3,8 @@
 Files (each written atomically: a temporary file, then rename):
     results.json      the report dict of `opd.transfer_benchmark.build_report`
     report.md         tables of every figure, the targets with pass/fail, the command and the config
-    success.png       success rate with 95% intervals per method, the teacher as a line
+    success.png       success rate with 95% intervals per method, the teacher as a line (with several
+                      training seeds: the mean over runs with its t interval, each run as a dot)
     training.png      teacher-executed share of decisions and the gate threshold over training
     pred_error.png    the predictor's error per horizon over training
 """
@@ -96,6 +97,20 @@ def markdown(report: dict[str, Any]) -> str:
     """report.md: what was run, the results table, derived figures, targets, prediction error, config."""
     cfg, train = report["config"]["transfer"], report["config"]["train"]
     methods, teacher, extra = report["methods"], report["teacher"], report["derived"]
+    runs = report.get("over_runs")
+    first = cfg["seeds"][0]
+    if runs is None:
+        intervals = (
+            "They are for one training run per method and leave out how far retraining moves a student "
+            "(docs/opd_experiments.md measures it), so differences of a few points do not rank methods."
+        )
+    else:
+        intervals = (
+            f"The whole pipeline was trained {len(runs['seeds'])} times, once per training seed: the "
+            "figures over runs have 95% t intervals over those runs, which include how far retraining "
+            f"moves a student; the tables of seed {first}'s run below have Wilson intervals over its "
+            "episodes only."
+        )
     lines = [
         "# Sim-to-real transfer benchmark",
         "",
@@ -103,10 +118,9 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"Each student acts alone on the real-robot proxy (`{train['proxy_config']}` over "
         f"`{train['sim_config']}`) for {cfg['episodes']} held-out episodes (seeds {report['eval_seed']} "
-        f"+ i), with 95% Wilson intervals over those episodes. They are for one training run per method and "
-        "leave out how far retraining moves a student (docs/opd_experiments.md measures it), so differences "
-        f"of a few points do not rank methods. Every method trained for {train['total_steps']:,} decisions "
-        f"(one teacher label per student frame: the same label budget), seed {cfg['seed']}, from "
+        f"+ i), with 95% Wilson intervals over those episodes. {intervals} Every method trained for "
+        f"{train['total_steps']:,} decisions (one teacher label per student frame: the same label budget), "
+        f"training seed{'s' if len(cfg['seeds']) > 1 else ''} {', '.join(map(str, cfg['seeds']))}, from "
         f"`{cfg['train_config']}`.",
     ]
     start = report.get("pretrain")
@@ -116,6 +130,9 @@ def markdown(report: dict[str, Any]) -> str:
             f" (`{cfg['pretrain']['train_config']}`, {start['decisions']:,} decisions, the `pretrained` row):"
             " sim_only went on in the clean sim, the others adapted on the proxy."
         )
+    if runs is not None:
+        lines += _over_runs_lines(runs, teacher)
+        lines += ["", f"## The run with training seed {first}"]
     lines += [
         "",
         "| policy | success | 95% CI | episodes | labels | teacher decisions | teacher share "
@@ -138,7 +155,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"| teacher | {pct(teacher['success_rate'])} | {ci(teacher['ci95'])} | {teacher['episodes']} "
         "| - | - | 100% | - | - | - |"
     )
-    lines += ["", "## Derived", ""]
+    lines += ["", "## Derived" + ("" if runs is None else f" (seed {first}'s run)"), ""]
     lines.append(
         f"- OPD closes {pct(extra['opd_gap_closed'])} of the sim-only-to-teacher gap "
         "((opd - sim_only) / (teacher - sim_only); n/a when the teacher is no better than sim_only)."
@@ -157,7 +174,14 @@ def markdown(report: dict[str, Any]) -> str:
                     f"exact p = {pair['p_value']:.3g}."
                 )
             lines.append(line)
-    lines += ["", "## Targets", "", "| target | goal | measured | result | note |", "|---|---|---|---|---|"]
+    over = "" if runs is None else f" (over the {len(runs['seeds'])} runs: their means)"
+    lines += [
+        "",
+        f"## Targets{over}",
+        "",
+        "| target | goal | measured | result | note |",
+        "|---|---|---|---|---|",
+    ]
     for t in report["targets"]:
         result = {True: "PASS", False: "FAIL", None: "n/a"}[t["pass"]]
         lines.append(f"| {t['target']} | {t['goal']} | {target_value(t)} | {result} | {t['note']} |")
@@ -167,6 +191,63 @@ def markdown(report: dict[str, Any]) -> str:
     resolved = yaml.safe_dump(report["config"], sort_keys=False)
     lines += ["", "## Resolved configuration", "", "```yaml", resolved.rstrip(), "```", ""]
     return "\n".join(lines)
+
+
+def _over_runs_lines(runs: dict[str, Any], teacher: dict[str, Any]) -> list[str]:
+    """The section over training runs (`opd.transfer_benchmark.with_runs`): each policy's mean with its t
+    interval and every run's figure, OPD against each rival run by run, and any run whose methods began
+    from different sim-trained starts."""
+    seeds = runs["seeds"]
+    lines = [
+        "",
+        f"## Over {len(seeds)} training runs (seeds {', '.join(map(str, seeds))})",
+        "",
+        "Each run trained the whole pipeline with its own seed; every run's students played the same "
+        "held-out episodes. Pooled: every run's episodes counted together (a Wilson interval: evaluation "
+        "noise only).",
+        "",
+        "| policy | mean success | 95% CI over runs | "
+        + " | ".join(f"seed {s}" for s in seeds)
+        + " | pooled | pooled 95% CI | teacher share, last 20% (mean) |",
+        "|---" * (len(seeds) + 6) + "|",
+    ]
+    for name, p in runs["policies"].items():
+        per_run = " | ".join(pct(v) for v in p["values"])
+        interval = ci(p["ci95"]) if p["ci95"] else "n/a"
+        lines.append(
+            f"| {name} | {pct(p['mean'])} | {interval} | {per_run} | {pct(p['pooled']['success_rate'])} "
+            f"| {ci(p['pooled']['ci95'])} | {pct(p['intervention_rate_last20'])} |"
+        )
+    same = " | ".join("-" for _ in seeds)  # the teacher is not retrained
+    lines.append(f"| teacher | {pct(teacher['success_rate'])} | - | {same} | - | - | - |")
+    lines += [
+        "",
+        f"- OPD closes {pct(runs['opd_gap_closed'])} of the gap between the means (sim-only to teacher).",
+    ]
+    for other, v in runs["opd_vs"].items():
+        if v is None:
+            continue
+        diffs = ", ".join(f"{d * 100:+.1f}" for d in v["values"])
+        line = (
+            f"- OPD vs {other}: {v['mean'] * 100:+.1f} points on average (per run {diffs}; OPD ahead in "
+            f"{v['ahead_in']} of {v['runs']})"
+        )
+        line += f", 95% t CI over runs {points(v['ci95'])}." if v["ci95"] else "."
+        if pair := v.get("pooled_paired"):
+            line += (
+                f" Every run's episodes paired on their seeds: OPD alone succeeded on {pair['only_a']}, "
+                f"{other} alone on {pair['only_b']}, McNemar's exact p = {pair['p_value']:.3g} (evaluation "
+                "noise only)."
+            )
+        lines.append(line)
+    for seed, starts in runs["starts_per_run"].items():
+        if starts > 1:
+            lines.append(
+                f"- **Seed {seed}'s methods began from {starts} different sim-trained starts** (the start "
+                "was retrained between them after its first training had been stopped and resumed): that "
+                "run's methods are not paired."
+            )
+    return lines
 
 
 def _pred_error_table(methods: dict[str, dict[str, Any]]) -> list[str]:
@@ -268,9 +349,20 @@ def plot_success(report: dict[str, Any], path: Path) -> None:
     fig, ax = _figure()
     ax = ax[0, 0]
     names = list(report["methods"])
-    rates = [report["methods"][n]["success_rate"] for n in names]
-    lo = [r - report["methods"][n]["ci95"][0] for n, r in zip(names, rates, strict=True)]
-    hi = [report["methods"][n]["ci95"][1] - r for n, r in zip(names, rates, strict=True)]
+    runs = report.get("over_runs")
+    if runs is None:
+        rates = [report["methods"][n]["success_rate"] for n in names]
+        bounds = [report["methods"][n]["ci95"] for n in names]
+        title = f"students acting alone, {report['teacher']['episodes']} episodes, 95% Wilson CI"
+    else:  # the mean over runs with its t interval; each run's figure as a dot
+        rates = [runs["policies"][n]["mean"] for n in names]
+        bounds = [runs["policies"][n]["ci95"] for n in names]
+        title = f"students acting alone: mean of {len(runs['seeds'])} training runs, 95% t CI"
+        for i, n in enumerate(names):
+            values = runs["policies"][n]["values"]
+            ax.plot([i] * len(values), values, "o", color="black", markersize=4, zorder=3)
+    lo = [r - b[0] for r, b in zip(rates, bounds, strict=True)]
+    hi = [b[1] - r for r, b in zip(rates, bounds, strict=True)]
     ax.bar(names, rates, yerr=[lo, hi], capsize=6, color=[COLORS.get(n) for n in names], alpha=0.8)
     ax.set_xticks(range(len(names)), [f"{n}\n{pct(r)}" for n, r in zip(names, rates, strict=True)])
     teacher = report["teacher"]
@@ -278,7 +370,7 @@ def plot_success(report: dict[str, Any], path: Path) -> None:
     ax.axhspan(*teacher["ci95"], color=TEACHER_COLOR, alpha=0.12)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("success rate on the proxy")
-    ax.set_title(f"students acting alone, {teacher['episodes']} episodes, 95% Wilson CI")
+    ax.set_title(title)
     ax.legend(loc="lower right")
     _save(fig, path)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
+import yaml
 
 from opd.evaluation import wilson_interval
 from opd.student_training import Method
@@ -20,11 +21,13 @@ from opd.transfer_benchmark import (
     gap_closed,
     last_reasons,
     last_share,
+    over_runs,
     paired,
     read_history,
     record_wall_clock,
     training_episodes,
     training_metrics,
+    with_runs,
     write_json,
 )
 from opd.transfer_report import PLOTS, markdown, write_report
@@ -224,6 +227,69 @@ def test_methods_evaluated_on_the_same_seeds_are_compared_pairwise() -> None:
     json.dumps(report, allow_nan=False)
 
 
+def test_over_runs_is_the_mean_with_a_t_interval_and_none_for_one_run() -> None:
+    two = over_runs([0.8, 0.9])  # sd 0.0707; t(0.975, 1) = 12.706: half width 12.706 * 0.0707 / sqrt 2
+    assert two["mean"] == pytest.approx(0.85) and two["sd"] == pytest.approx(0.070711, abs=1e-6)
+    assert two["ci95"] == pytest.approx([0.85 - 0.635310, 0.85 + 0.635310], abs=1e-5)
+    three = over_runs([0.86, 0.89, 0.92])  # sd 0.03; t(0.975, 2) = 4.3027: half width 0.074525
+    assert three["ci95"] == pytest.approx([0.89 - 0.074525, 0.89 + 0.074525], abs=1e-5)
+    assert over_runs([0.9]) == {"runs": 1, "values": [0.9], "mean": 0.9, "sd": None, "ci95": None}
+
+
+def runs_reports(cfg: TransferConfig, rates: dict[int, dict[str, int]]) -> dict[int, dict]:
+    """build_report per training seed from successes of 200 episodes per method; episode i succeeds for
+    i < successes, so a better method wins exactly the seeds between the two counts."""
+    reports = {}
+    for seed, successes in rates.items():
+        methods = {m: method_result(k) | {"episode_success": "1" * k + "0" * (200 - k), "start_sha256": "a"}
+                   for m, k in successes.items()}  # fmt: skip
+        reports[seed] = build_report(cfg, cfg.train(), evaluation(196), methods, "agent x")
+    return reports
+
+
+def test_several_training_runs_are_judged_on_their_means_and_per_run_differences() -> None:
+    cfg = TransferConfig(seeds=[0, 1000, 2000])
+    reports = runs_reports(cfg, {
+        0: {"sim_only": 160, "dagger": 176, "novelty": 180, "opd": 180},
+        1000: {"sim_only": 150, "dagger": 184, "novelty": 178, "opd": 182},
+        2000: {"sim_only": 170, "dagger": 172, "novelty": 182, "opd": 186},
+    })  # fmt: skip
+    report = with_runs(reports, cfg)
+    runs = report["over_runs"]
+    assert runs["seeds"] == [0, 1000, 2000] and report["methods"] == reports[0]["methods"]  # the first run
+    opd = runs["policies"]["opd"]
+    assert opd["values"] == [0.90, 0.91, 0.93] and opd["mean"] == pytest.approx(0.91333, abs=1e-5)
+    assert opd["pooled"] == {"successes": 548, "episodes": 600, "success_rate": pytest.approx(548 / 600),
+                             "ci95": pytest.approx(wilson_interval(548, 600), abs=1e-4)}  # fmt: skip
+    dagger = runs["opd_vs"]["dagger"]  # per run +2, -1, +7 points
+    assert dagger["values"] == pytest.approx([0.02, -0.01, 0.07]) and dagger["ahead_in"] == 2
+    assert dagger["ci95"][0] < 0 < dagger["ci95"][1]  # three runs this far apart do not rank them
+    # every run's episodes paired on their seeds: OPD alone wins 4 + 14 = 18 seeds, dagger alone 2
+    assert (dagger["pooled_paired"]["only_a"], dagger["pooled_paired"]["only_b"]) == (18, 2)
+    sim_only = runs["policies"]["sim_only"]["mean"]
+    assert runs["opd_gap_closed"] == pytest.approx((opd["mean"] - sim_only) / (0.98 - sim_only))
+    targets = {t["target"]: t for t in report["targets"]}  # judged over runs
+    assert targets["OPD success on the proxy"]["value"] == pytest.approx(opd["mean"])
+    better = targets["better than dagger at equal budget"]
+    assert better["pass"] is True and better["value"] == pytest.approx(0.02666, abs=1e-4)
+    assert "ahead in 2 of 3 runs" in better["note"] and "(includes 0)" in better["note"]
+    assert report["targets_first_run"] == reports[0]["targets"]
+    assert runs["starts_per_run"] == {"0": 1, "1000": 1, "2000": 1}
+    md = markdown(report)
+    assert (
+        "## Over 3 training runs (seeds 0, 1000, 2000)" in md and "| seed 0 | seed 1000 | seed 2000 |" in md
+    )
+    assert "| opd | 91.3% |" in md and "OPD ahead in 2 of 3" in md
+    assert "## The run with training seed 0" in md and "## Targets (over the 3 runs: their means)" in md
+    assert "different sim-trained starts" not in md
+    json.dumps(report, allow_nan=False)
+
+    reports[1000]["methods"]["opd"]["start_sha256"] = "b"  # the start retrained differently between methods
+    flagged = with_runs(reports, cfg)
+    assert flagged["over_runs"]["starts_per_run"]["1000"] == 2
+    assert "**Seed 1000's methods began from 2 different sim-trained starts**" in markdown(flagged)
+
+
 def test_targets_of_methods_not_run_are_not_measured() -> None:
     cfg = TransferConfig(methods=["opd"])
     report = build_report(cfg, cfg.train(), evaluation(196), {"opd": method_result(184)}, "agent x")
@@ -237,12 +303,17 @@ def test_config_resolves_the_training_budget_and_refuses_repeats() -> None:
     cfg = TransferConfig.from_yaml(QUICK)
     assert cfg.methods == list(METHODS) and cfg.episodes <= 10
     train = cfg.train("dagger")
-    assert (train.method, train.total_steps, train.seed) == ("dagger", cfg.total_steps, cfg.seed)
+    assert (train.method, train.total_steps, train.seed) == ("dagger", cfg.total_steps, cfg.seeds[0])
+    assert cfg.train("dagger", seed=1000).seed == 1000
     assert TransferConfig(total_steps=None).train().total_steps == 100_000  # opd/configs/student.yaml's
     with pytest.raises(ConfigError, match="methods"):
         TransferConfig.from_dict({"methods": ["opd", "opd"]})
     with pytest.raises(ConfigError, match="episodes"):
         TransferConfig.from_dict({"episodes": 0})
+    with pytest.raises(ConfigError, match="seeds"):
+        TransferConfig.from_dict({"seeds": [0, 0]})
+    with pytest.raises(ConfigError, match="seeds"):
+        TransferConfig.from_dict({"seeds": []})
 
 
 def test_wall_clock_is_the_trainers_total_and_counts_runs(tmp_path: Path) -> None:
@@ -329,11 +400,13 @@ def test_every_shipped_transfer_config_trains_every_method_from_a_teacher_that_e
     cfg = TransferConfig.from_yaml(path)
     for method in cfg.methods:
         train = cfg.train(method)
-        assert train.method == method and train.seed == cfg.seed
+        assert train.method == method and train.seed == cfg.seeds[0]
         assert from_root(train.teacher).is_file()
     if cfg.pretrain is not None:
         start = cfg.pretrain_train()
-        assert start.method == "sim_only" and start.seed == cfg.seed and from_root(start.teacher).is_file()
+        assert (
+            start.method == "sim_only" and start.seed == cfg.seeds[0] and from_root(start.teacher).is_file()
+        )
 
 
 @pytest.mark.slow
@@ -370,3 +443,23 @@ def test_with_pretrain_every_method_starts_from_one_sim_trained_student(tmp_path
     again = TransferBenchmark(cfg, tmp_path).run()
     assert again is not None and again["pretrain"] == pretrain and again["methods"] == report["methods"]
     assert not start.exists()  # not retrained: no method needed it
+
+
+@pytest.mark.slow
+def test_each_training_seed_runs_the_whole_pipeline_in_its_own_directory(tmp_path: Path) -> None:
+    """The first seed's run sits where a one-seed benchmark writes it; every other seed trains its own
+    sim-trained start and methods under OUT/seed<s>, and the report is over both runs."""
+    cfg = TransferConfig.from_dict({
+        "methods": ["opd"], "train_config": "opd/configs/student_quick.yaml", "total_steps": 64,
+        "episodes": 1, "num_envs": 1, "seeds": [0, 7],
+        "pretrain": {"train_config": "opd/configs/student_quick.yaml", "total_steps": 64},
+    })  # fmt: skip
+    report = TransferBenchmark(cfg, tmp_path).run()
+    assert report is not None and report["over_runs"]["seeds"] == [0, 7]
+    for run, seed in ((tmp_path, 0), (tmp_path / "seed7", 7)):
+        for step in ("pretrain", "opd"):
+            assert yaml.safe_load((run / step / "config.yaml").read_text())["seed"] == seed
+        origin = json.loads((run / "opd" / "init_from.json").read_text())
+        assert origin["artifact"] == str(run / "pretrain" / "artifact")  # each run from its own start
+    assert set(report["runs"]) == {"0", "7"} and report["over_runs"]["starts_per_run"] == {"0": 1, "7": 1}
+    assert report["over_runs"]["policies"]["pretrained"]["runs"] == 2

@@ -182,6 +182,17 @@ def _print_transfer(report: dict) -> None:
     console = Console(width=None if sys.stdout.isatty() else 120)  # a pipe gets every column
     console.print(table)
     console.print(f"OPD closes {pct(report['derived']['opd_gap_closed'])} of the sim-only-to-teacher gap")
+    if runs := report.get("over_runs"):
+        over = Table(
+            title=f"over {len(runs['seeds'])} training runs (seeds {', '.join(map(str, runs['seeds']))})"
+        )
+        for col in ("policy", "mean", "95% CI over runs", "per run"):
+            over.add_column(col)
+        for name, p in runs["policies"].items():
+            per_run = " ".join(pct(v) for v in p["values"])
+            over.add_row(name, pct(p["mean"]), ci(p["ci95"]) if p["ci95"] else "n/a", per_run)
+        console.print(over)
+        console.print(f"OPD closes {pct(runs['opd_gap_closed'])} of the gap between the means")
     for row in report["targets"]:
         result = {True: "PASS", False: "FAIL", None: "n/a"}[row["pass"]]
         console.print(f"{result:4}  {row['target']} ({row['goal']}): {target_value(row)} {row['note']}")
