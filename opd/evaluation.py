@@ -23,9 +23,19 @@ from policies.skill_contract import SkillContract
 from policies.teacher_policy import TeacherConfig, TeacherPolicy
 from policies.teacher_view import TeacherView, ViewConfig, ViewObject
 
-# Evaluation episodes use seeds EVAL_SEED + i. Training envs draw from seed + i (+ 1000 for the
-# demonstrations) and continue their own generators, so no training episode repeats an evaluation one.
+# Evaluation episodes use seeds EVAL_SEED + i (validation, by convention, 20000 + i). Training envs draw
+# from seed + i (+ 1000 for the demonstrations) and continue their own generators; a resumed run reseeds
+# them far above both (`training_reset_seed`), so no training episode repeats an evaluation one.
 EVAL_SEED = 10_000
+RESUME_SEED = 100_000_000  # a resumed training run's envs draw from RESUME_SEED + seed + steps + i
+
+
+def training_reset_seed(seed: int, steps: int) -> int:
+    """The seed of a training run's first reset after `steps` decisions: its own seed at the start, and
+    on a resume seed + steps above RESUME_SEED. seed + steps alone reaches the evaluation seeds: a run
+    resumed at 10,000 decisions would have trained on the first held-out layouts."""
+    return seed if steps == 0 else RESUME_SEED + seed + steps
+
 
 Policy = Callable[[dict, dict, np.ndarray], tuple[np.ndarray, np.ndarray]]
 

@@ -37,7 +37,7 @@ import torch
 import yaml
 from pydantic import Field
 
-from opd.evaluation import load_teacher
+from opd.evaluation import load_teacher, training_reset_seed
 from opd.online_distillation import OnlineDistillation, OPDConfig, load_artifact_weights
 from opd.teacher_training import _stop_on_signals
 from policies.artifact import MANIFEST, Artifact, sha256_file
@@ -146,7 +146,7 @@ class StudentTrainer:
         robot, learner, n = self.robot, self.learner, self.cfg.num_envs
         robot.connect()
         self._counted_to = time.monotonic()
-        obs = robot.reset(seed=self.cfg.seed + self.steps)
+        obs = robot.reset(seed=training_reset_seed(self.cfg.seed, self.steps))
         last_frame = np.full(n, -np.inf)
         losses: dict[str, float] = {}
         t0, steps0 = time.time(), self.steps

@@ -42,6 +42,7 @@ import torch
 import yaml
 from pydantic import Field
 
+from opd.evaluation import training_reset_seed
 from opd.hybrid_sac import HybridSAC, SACConfig
 from opd.replay_buffer import Batch, ReplayBuffer
 from opd.reward_normalizer import RewardNormalizer, RewardNormConfig
@@ -199,7 +200,7 @@ class TeacherTrainer:
         """The RL loop: act, step, store, update; log, evaluate and checkpoint on their schedules."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        obs, _ = self._reset(self.cfg.seed + self.steps)
+        obs, _ = self._reset(training_reset_seed(self.cfg.seed, self.steps))
         pending_updates, losses = 0.0, {}
         t0, steps0 = time.time(), self.steps
         cols = (TextColumn("[bold]teacher"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),

@@ -7,7 +7,7 @@ import pytest
 import torch
 import yaml
 
-from opd.evaluation import evaluate_teacher, load_teacher, wilson_interval
+from opd.evaluation import EVAL_SEED, evaluate_teacher, load_teacher, training_reset_seed, wilson_interval
 from policies.skill_contract import SkillContract
 from policies.teacher_policy import TeacherConfig, TeacherPolicy, teacher_features
 from sim.robots.diffbot import constants
@@ -33,6 +33,16 @@ def test_wilson_interval_matches_published_values(successes: int, n: int, expect
 
 def test_wilson_interval_of_no_episodes_is_uninformative() -> None:
     assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_a_resumed_training_run_never_draws_an_evaluation_or_validation_episode() -> None:
+    for seed in (0, 1000, 2000):
+        assert training_reset_seed(seed, 0) == seed  # a run's start is its seed, as before
+        for steps in (1, 9_000, 10_000, 10_593, 19_999, 20_000, 99_999):  # seed + steps hit both ranges
+            first = training_reset_seed(seed, steps)
+            envs = range(first, first + 64)  # env i draws from the reset's seed + i
+            assert not any(EVAL_SEED <= s < EVAL_SEED + 100_000 for s in envs)  # held-out and validation
+            assert training_reset_seed(seed, steps + 1) == first + 1  # distinct resumes, distinct draws
 
 
 def test_episode_i_is_the_same_whichever_env_runs_it() -> None:
