@@ -187,7 +187,10 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {t['target']} | {t['goal']} | {target_value(t)} | {result} | {t['note']} |")
     lines += _while_training_table(methods) + _reasons_table(methods)
     lines += _pred_error_table(methods) + _outcomes_table(methods, teacher)
-    lines += ["", "## Plots", ""] + [f"![{p[:-4]}]({p})" for p in PLOTS]
+    lines += ["", "## Plots", ""]
+    if runs is not None:
+        lines += [f"success.png: every run; training.png and pred_error.png: seed {first}'s run.", ""]
+    lines += [f"![{p[:-4]}]({p})" for p in PLOTS]
     resolved = yaml.safe_dump(report["config"], sort_keys=False)
     lines += ["", "## Resolved configuration", "", "```yaml", resolved.rstrip(), "```", ""]
     return "\n".join(lines)

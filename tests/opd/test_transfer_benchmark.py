@@ -463,3 +463,15 @@ def test_each_training_seed_runs_the_whole_pipeline_in_its_own_directory(tmp_pat
         assert origin["artifact"] == str(run / "pretrain" / "artifact")  # each run from its own start
     assert set(report["runs"]) == {"0", "7"} and report["over_runs"]["starts_per_run"] == {"0": 1, "7": 1}
     assert report["over_runs"]["policies"]["pretrained"]["runs"] == 2
+
+
+def test_the_command_prints_the_means_over_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.commands.eval import _print_transfer
+
+    cfg = TransferConfig(seeds=[0, 1000])
+    reports = runs_reports(cfg, {0: {"sim_only": 160, "opd": 180}, 1000: {"sim_only": 150, "opd": 184}})
+    _print_transfer(with_runs(reports, cfg))
+    out = capsys.readouterr().out
+    assert "the run with seed 0" in out and "over 2 training runs (seeds 0, 1000)" in out
+    assert "91.0%" in out and "90.0% 92.0%" in out  # opd's mean and its runs
+    assert "ahead in" not in out  # no rival was run: the comparisons are n/a

@@ -168,7 +168,10 @@ def _print_transfer(report: dict) -> None:
 
     from opd.transfer_report import ci, duration, number, pct, target_value
 
-    table = Table(title=f"students alone on the real-robot proxy, {report['teacher']['episodes']} episodes")
+    title = f"students alone on the real-robot proxy, {report['teacher']['episodes']} episodes"
+    if runs := report.get("over_runs"):
+        title += f", the run with seed {runs['seeds'][0]}"
+    table = Table(title=title)
     for col in ("policy", "success", "95% CI", "labels", "teacher", "last 20%", "switches/min", "train"):
         table.add_column(col)
     for name, m in report["methods"].items():
@@ -182,7 +185,7 @@ def _print_transfer(report: dict) -> None:
     console = Console(width=None if sys.stdout.isatty() else 120)  # a pipe gets every column
     console.print(table)
     console.print(f"OPD closes {pct(report['derived']['opd_gap_closed'])} of the sim-only-to-teacher gap")
-    if runs := report.get("over_runs"):
+    if runs:
         over = Table(
             title=f"over {len(runs['seeds'])} training runs (seeds {', '.join(map(str, runs['seeds']))})"
         )
