@@ -45,6 +45,7 @@ from scipy import stats
 
 from opd.evaluation import EVAL_SEED, evaluate_student, evaluate_teacher, load_teacher, wilson_interval
 from opd.student_training import ROLLING_EPISODES, Method, StudentTrainConfig, StudentTrainer, write_atomic
+from policies.artifact import MANIFEST, sha256_file
 from policies.config import Config
 from policies.runtime import load_student
 from sim.config import from_root
@@ -172,22 +173,31 @@ class TransferBenchmark:
         """The sim-trained start's artifact (absolute) of `seed`'s run, trained (resuming) and evaluated
         unless done; None when its training was stopped. Its eval.json alone stands for it once no method
         needs its artifact; a method that does, in a checkout holding only the small files, gets it
-        retrained (deterministic for the seed on a CPU, so the same start if its first training was not
-        stopped and resumed: each method's init_from.json keeps the hash of the start it began from, and
-        the report says when one run's methods began from different starts)."""
+        retrained: deterministic for the seed on one kind of CPU, so the same start unless its first
+        training was stopped and resumed or ran on another CPU (bfloat16 kernels differ). eval.json and each
+        method's init_from.json keep the hash of the start they saw: a start that is not the one evaluated is
+        evaluated again, and the report says when one run's methods began from different starts."""
         out = self.run_dir(seed) / "pretrain"
         artifact = (out / "artifact").resolve()
         steps = self.cfg.pretrain_train(seed).total_steps
         evaluation = read_json(out / "eval.json")
         trained = evaluation is not None and evaluation["steps"] >= steps
         evaluated = trained and evaluation["episodes"] == self.cfg.episodes
-        present = (artifact / "manifest.json").is_file()
+        present = (artifact / MANIFEST).is_file()
+        if evaluated and present and evaluation.get("manifest_sha256") not in (None, start_hash(artifact)):
+            log.warning(
+                "%s is another student than the one its eval.json evaluated (retrained after a resume or on "
+                "another CPU): evaluating it again; this run's methods trained from the other one are "
+                "flagged in the report", artifact,
+            )  # fmt: skip
+            evaluated = False
         if evaluated and (present or not needed):
             return artifact
         if not (trained and present) and train_and_export(self.cfg.pretrain_train(seed), out) is None:
             return None
-        if not evaluated:  # first evaluated, or over another number of episodes than asked now
-            write_json(out / "eval.json", {"steps": steps, **self._evaluate_student(artifact)})
+        if not evaluated:  # first evaluated, or over another number of episodes, or another student
+            evaluation = {"steps": steps, "manifest_sha256": start_hash(artifact)}
+            write_json(out / "eval.json", {**evaluation, **self._evaluate_student(artifact)})
         return artifact
 
     def _pretrain_result(self, seed: int | None = None) -> dict[str, Any]:
@@ -197,8 +207,9 @@ class TransferBenchmark:
         wall = read_json(out / "wall_clock.json") or {"seconds": 0.0}
         rows = read_history(out / "history.jsonl")
         labels = rows[-1]["labels"] if rows else None
+        start = evaluation.get("manifest_sha256")  # None for an evaluation kept from before it was recorded
         return {**summary(evaluation), "decisions": evaluation["steps"], "labels": labels,
-                "wall_clock_s": wall["seconds"]}  # fmt: skip
+                "wall_clock_s": wall["seconds"], "start_sha256": start}  # fmt: skip
 
     def method(
         self, method: str, start: Path | None = None, seed: int | None = None
@@ -620,10 +631,16 @@ def pooled(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_starts(report: dict[str, Any]) -> int:
-    """How many different sim-trained starts one run's methods began from (by the artifact's hash): 1 as it
-    should be, more when a start was retrained differently (after a stopped and resumed first training)
-    between its methods; 0 without a start."""
-    return len({m["start_sha256"] for m in report["methods"].values() if m.get("start_sha256")})
+    """How many different sim-trained starts one run's methods began from and its `pretrained` row
+    evaluated (by the artifact's hash): 1 as it should be, more when the start was retrained into another
+    student between them (after a stopped and resumed first training, or on another CPU); 0 without one."""
+    results = [*report["methods"].values(), report["pretrain"] or {}]
+    return len({r["start_sha256"] for r in results if r.get("start_sha256")})
+
+
+def start_hash(artifact: Path) -> str:
+    """The artifact's identity, as a method's init_from.json records it: its manifest's SHA-256."""
+    return sha256_file(artifact / MANIFEST)
 
 
 def with_runs(reports: dict[int, dict[str, Any]], cfg: TransferConfig) -> dict[str, Any]:

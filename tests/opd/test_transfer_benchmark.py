@@ -25,12 +25,14 @@ from opd.transfer_benchmark import (
     paired,
     read_history,
     record_wall_clock,
+    run_starts,
     training_episodes,
     training_metrics,
     with_runs,
     write_json,
 )
 from opd.transfer_report import PLOTS, markdown, write_report
+from policies.artifact import sha256_file
 from policies.config import ConfigError
 
 QUICK = Path(__file__).parents[2] / "opd" / "configs" / "transfer_quick.yaml"
@@ -426,7 +428,9 @@ def test_with_pretrain_every_method_starts_from_one_sim_trained_student(tmp_path
     assert origin["artifact"] == str(start)  # the method started from the sim-trained student
     pretrain = report["pretrain"]
     assert pretrain["decisions"] == 96 and pretrain["episodes"] == 1 and pretrain["labels"] > 0
-    assert json.loads((tmp_path / "pretrain" / "eval.json").read_text())["steps"] == 96
+    kept_start = json.loads((tmp_path / "pretrain" / "eval.json").read_text())
+    assert kept_start["steps"] == 96 and kept_start["manifest_sha256"] == origin["manifest_sha256"]
+    assert pretrain["start_sha256"] == origin["manifest_sha256"]
     assert "| pretrained |" in write_report(report, {}, tmp_path / "report").read_text()
 
     import shutil
@@ -475,3 +479,31 @@ def test_the_command_prints_the_means_over_runs(capsys: pytest.CaptureFixture[st
     assert "the run with seed 0" in out and "over 2 training runs (seeds 0, 1000)" in out
     assert "91.0%" in out and "90.0% 92.0%" in out  # opd's mean and its runs
     assert "ahead in" not in out  # no rival was run: the comparisons are n/a
+
+
+def test_a_start_retrained_into_another_student_is_evaluated_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A start rebuilt on another CPU (or after a resume) is not the student its eval.json describes."""
+    cfg = TransferConfig.from_dict({
+        "methods": ["opd"], "train_config": "opd/configs/student_quick.yaml", "total_steps": 64,
+        "episodes": 3, "pretrain": {"train_config": "opd/configs/student_quick.yaml", "total_steps": 96},
+    })  # fmt: skip
+    bench = TransferBenchmark(cfg, tmp_path)
+    start = tmp_path / "pretrain"
+    (start / "artifact").mkdir(parents=True)
+    (start / "artifact" / "manifest.json").write_text('{"rebuilt": true}')
+    write_json(start / "eval.json", {**evaluation(2, 3), "steps": 96, "manifest_sha256": "0" * 64})
+    evaluated: list[Path] = []
+    monkeypatch.setattr(bench, "_evaluate_student", lambda a: evaluated.append(a) or evaluation(1, 3))
+    assert bench.pretrained(needed=True) == (start / "artifact").resolve()
+    kept = json.loads((start / "eval.json").read_text())
+    assert evaluated and kept["success_rate"] == 1 / 3  # the rebuilt start's figure, not the old one's
+    assert kept["manifest_sha256"] == sha256_file(start / "artifact" / "manifest.json")
+    assert "another student than the one its eval.json evaluated" in caplog.text
+    bench.pretrained(needed=True)
+    assert len(evaluated) == 1  # the same start again: its evaluation stands
+    # a method trained from the old start is flagged: two starts in one run
+    methods = {"opd": method_result(180) | {"start_sha256": "0" * 64}}
+    report = build_report(cfg, cfg.train(), evaluation(196), methods, "x", bench._pretrain_result())
+    assert run_starts(report) == 2
