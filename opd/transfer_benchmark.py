@@ -45,7 +45,7 @@ from scipy import stats
 
 from opd.evaluation import EVAL_SEED, evaluate_student, evaluate_teacher, load_teacher, wilson_interval
 from opd.student_training import ROLLING_EPISODES, Method, StudentTrainConfig, StudentTrainer, write_atomic
-from policies.artifact import MANIFEST, sha256_file
+from policies.artifact import MANIFEST
 from policies.config import Config
 from policies.runtime import load_student
 from sim.config import from_root
@@ -175,8 +175,8 @@ class TransferBenchmark:
         needs its artifact; a method that does, in a checkout holding only the small files, gets it
         retrained: deterministic for the seed on one kind of CPU, so the same start unless its first
         training was stopped and resumed or ran on another CPU (bfloat16 kernels differ). eval.json and each
-        method's init_from.json keep the hash of the start they saw: a start that is not the one evaluated is
-        evaluated again, and the report says when one run's methods began from different starts."""
+        method's init_from.json keep the hash of the start's weights: a start that is not the one evaluated
+        is evaluated again, and the report says when one run's methods began from different starts."""
         out = self.run_dir(seed) / "pretrain"
         artifact = (out / "artifact").resolve()
         steps = self.cfg.pretrain_train(seed).total_steps
@@ -184,7 +184,7 @@ class TransferBenchmark:
         trained = evaluation is not None and evaluation["steps"] >= steps
         evaluated = trained and evaluation["episodes"] == self.cfg.episodes
         present = (artifact / MANIFEST).is_file()
-        if evaluated and present and evaluation.get("manifest_sha256") not in (None, start_hash(artifact)):
+        if evaluated and present and evaluation.get("weights_sha256") not in (None, start_hash(artifact)):
             log.warning(
                 "%s is another student than the one its eval.json evaluated (retrained after a resume or on "
                 "another CPU): evaluating it again; this run's methods trained from the other one are "
@@ -196,7 +196,7 @@ class TransferBenchmark:
         if not (trained and present) and train_and_export(self.cfg.pretrain_train(seed), out) is None:
             return None
         if not evaluated:  # first evaluated, or over another number of episodes, or another student
-            evaluation = {"steps": steps, "manifest_sha256": start_hash(artifact)}
+            evaluation = {"steps": steps, "weights_sha256": start_hash(artifact)}
             write_json(out / "eval.json", {**evaluation, **self._evaluate_student(artifact)})
         return artifact
 
@@ -207,7 +207,7 @@ class TransferBenchmark:
         wall = read_json(out / "wall_clock.json") or {"seconds": 0.0}
         rows = read_history(out / "history.jsonl")
         labels = rows[-1]["labels"] if rows else None
-        start = evaluation.get("manifest_sha256")  # None for an evaluation kept from before it was recorded
+        start = evaluation.get("weights_sha256")  # None for an evaluation kept from before it was recorded
         return {**summary(evaluation), "decisions": evaluation["steps"], "labels": labels,
                 "wall_clock_s": wall["seconds"], "start_sha256": start}  # fmt: skip
 
@@ -229,7 +229,7 @@ class TransferBenchmark:
         wall = read_json(out / "wall_clock.json") or {"seconds": 0.0}
         metrics = training_metrics(read_history(out / "history.jsonl"))
         origin = read_json(out / "init_from.json")  # the start's hash: one run's methods share it
-        start_sha = origin["manifest_sha256"] if origin else None
+        start_sha = (origin or {}).get("weights_sha256")  # None: no start, or recorded before the field
         result = {
             **summary(evaluation),
             **metrics,
@@ -639,8 +639,10 @@ def run_starts(report: dict[str, Any]) -> int:
 
 
 def start_hash(artifact: Path) -> str:
-    """The artifact's identity, as a method's init_from.json records it: its manifest's SHA-256."""
-    return sha256_file(artifact / MANIFEST)
+    """The artifact's identity, as a method's init_from.json records it: its student weights' SHA-256 (the
+    manifest's own hash changes with every export: it holds the time)."""
+    manifest = json.loads((artifact / MANIFEST).read_text())
+    return manifest["files"][manifest["weights"]["student"]]["sha256"]
 
 
 def with_runs(reports: dict[int, dict[str, Any]], cfg: TransferConfig) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import yaml
 
 from opd.evaluation import load_teacher
 from opd.student_training import StudentTrainConfig, StudentTrainer
+from policies.artifact import sha256_file
 from sim.config import PROJECT_ROOT, SimConfig, from_root
 
 TINY_STUDENT = {
@@ -155,6 +156,7 @@ def test_a_run_can_start_from_a_shipped_student_and_refuses_another_architecture
     tuned.run()
     meta = yaml.safe_load((tmp_path / "tuned" / "student.yaml").read_text())
     assert meta["init_from"]["artifact"] == str(artifact) and len(meta["init_from"]["manifest_sha256"]) == 64
+    assert meta["init_from"]["weights_sha256"] == sha256_file(artifact / "student.pt")  # the start's identity
     wider = {**TINY_STUDENT, "head": {"hidden": [48]}}
     other = tmp_path / "other.yaml"
     other.write_text(yaml.safe_dump(wider))

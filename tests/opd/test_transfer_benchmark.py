@@ -429,8 +429,8 @@ def test_with_pretrain_every_method_starts_from_one_sim_trained_student(tmp_path
     pretrain = report["pretrain"]
     assert pretrain["decisions"] == 96 and pretrain["episodes"] == 1 and pretrain["labels"] > 0
     kept_start = json.loads((tmp_path / "pretrain" / "eval.json").read_text())
-    assert kept_start["steps"] == 96 and kept_start["manifest_sha256"] == origin["manifest_sha256"]
-    assert pretrain["start_sha256"] == origin["manifest_sha256"]
+    assert kept_start["steps"] == 96 and kept_start["weights_sha256"] == origin["weights_sha256"]
+    assert pretrain["start_sha256"] == origin["weights_sha256"] == sha256_file(start / "student.pt")
     assert "| pretrained |" in write_report(report, {}, tmp_path / "report").read_text()
 
     import shutil
@@ -492,14 +492,15 @@ def test_a_start_retrained_into_another_student_is_evaluated_again(
     bench = TransferBenchmark(cfg, tmp_path)
     start = tmp_path / "pretrain"
     (start / "artifact").mkdir(parents=True)
-    (start / "artifact" / "manifest.json").write_text('{"rebuilt": true}')
-    write_json(start / "eval.json", {**evaluation(2, 3), "steps": 96, "manifest_sha256": "0" * 64})
+    manifest = {"weights": {"student": "student.pt"}, "files": {"student.pt": {"sha256": "1" * 64}}}
+    write_json(start / "artifact" / "manifest.json", manifest)  # rebuilt: other weights than evaluated
+    write_json(start / "eval.json", {**evaluation(2, 3), "steps": 96, "weights_sha256": "0" * 64})
     evaluated: list[Path] = []
     monkeypatch.setattr(bench, "_evaluate_student", lambda a: evaluated.append(a) or evaluation(1, 3))
     assert bench.pretrained(needed=True) == (start / "artifact").resolve()
     kept = json.loads((start / "eval.json").read_text())
     assert evaluated and kept["success_rate"] == 1 / 3  # the rebuilt start's figure, not the old one's
-    assert kept["manifest_sha256"] == sha256_file(start / "artifact" / "manifest.json")
+    assert kept["weights_sha256"] == "1" * 64
     assert "another student than the one its eval.json evaluated" in caplog.text
     bench.pretrained(needed=True)
     assert len(evaluated) == 1  # the same start again: its evaluation stands
