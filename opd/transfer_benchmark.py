@@ -44,7 +44,14 @@ from pydantic import Field, field_validator
 from scipy import stats
 
 from opd.evaluation import EVAL_SEED, evaluate_student, evaluate_teacher, load_teacher, wilson_interval
-from opd.student_training import ROLLING_EPISODES, Method, StudentTrainConfig, StudentTrainer, write_atomic
+from opd.student_training import (
+    ROLLING_EPISODES,
+    Method,
+    StudentTrainConfig,
+    StudentTrainer,
+    checkpoints,
+    write_atomic,
+)
 from policies.artifact import MANIFEST
 from policies.config import Config
 from policies.runtime import load_student
@@ -317,13 +324,16 @@ class TransferBenchmark:
 
 def train_and_export(cfg: StudentTrainConfig, out: Path) -> int | None:
     """Train (resuming) into `out`, record its wall clock and export its artifact; the trained steps, or
-    None when training was stopped."""
+    None when training was stopped. A call that found the training done is not counted as a run."""
+    kept = checkpoints(out / "checkpoints")
+    resumed_at = int(kept[-1].stem.removeprefix("step_")) if kept else 0
     trainer = StudentTrainer(cfg, out)
     try:
         if trainer.run() is None:
             return None
     finally:
-        record_wall_clock(out / "wall_clock.json", trainer.train_seconds)
+        if trainer.steps > resumed_at or not (out / "wall_clock.json").is_file():
+            record_wall_clock(out / "wall_clock.json", trainer.train_seconds)
     trainer.export_artifact()
     return trainer.steps
 

@@ -26,6 +26,7 @@ from opd.transfer_benchmark import (
     read_history,
     record_wall_clock,
     run_starts,
+    train_and_export,
     training_episodes,
     training_metrics,
     with_runs,
@@ -432,6 +433,9 @@ def test_with_pretrain_every_method_starts_from_one_sim_trained_student(tmp_path
     assert kept_start["steps"] == 96 and kept_start["weights_sha256"] == origin["weights_sha256"]
     assert pretrain["start_sha256"] == origin["weights_sha256"] == sha256_file(start / "student.pt")
     assert "| pretrained |" in write_report(report, {}, tmp_path / "report").read_text()
+    done = cfg.train("opd").model_copy(update={"init_from": str(start)})
+    assert train_and_export(done, tmp_path / "opd") == 64  # found done: exported again, not another run
+    assert json.loads((tmp_path / "opd" / "wall_clock.json").read_text())["runs"] == 1
 
     import shutil
 
