@@ -330,7 +330,7 @@ class StudentTrainer:
             raise ValueError(f"{artifact.root}: its predictor config differs from this run's")
         load_artifact_weights(self.learner, artifact, new_memory, wider)
         origin = {"artifact": str(artifact.root), "manifest_sha256": sha256_file(artifact.root / MANIFEST),
-                  "weights_sha256": artifact.sha256(manifest["weights"]["student"])}  # fmt: skip
+                  "weights_sha256": artifact.weights_hash}  # fmt: skip
         (self.out / "init_from.json").write_text(json.dumps(origin, indent=2) + "\n")
         log.info("initialised from %s (manifest sha256 %s)", artifact.root, origin["manifest_sha256"][:16])
 

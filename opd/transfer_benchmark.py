@@ -52,7 +52,7 @@ from opd.student_training import (
     checkpoints,
     write_atomic,
 )
-from policies.artifact import MANIFEST
+from policies.artifact import MANIFEST, Artifact
 from policies.config import Config
 from policies.runtime import load_student
 from sim.config import from_root
@@ -181,7 +181,7 @@ class TransferBenchmark:
         unless done; None when its training was stopped. Its eval.json alone stands for it once no method
         needs its artifact; a method that does, in a checkout holding only the small files, gets it
         retrained: deterministic for the seed on one kind of CPU, so the same start unless its first
-        training was stopped and resumed or ran on another CPU (bfloat16 kernels differ). eval.json and each
+        training was stopped and resumed or ran on another CPU (the math kernels differ). eval.json and each
         method's init_from.json keep the hash of the start's weights: a start that is not the one evaluated
         is evaluated again, and the report says when one run's methods began from different starts."""
         out = self.run_dir(seed) / "pretrain"
@@ -191,7 +191,7 @@ class TransferBenchmark:
         trained = evaluation is not None and evaluation["steps"] >= steps
         evaluated = trained and evaluation["episodes"] == self.cfg.episodes
         present = (artifact / MANIFEST).is_file()
-        if evaluated and present and evaluation.get("weights_sha256") not in (None, start_hash(artifact)):
+        if evaluated and present and evaluation.get("weights_sha256") not in (None, weights_hash(artifact)):
             log.warning(
                 "%s is another student than the one its eval.json evaluated (retrained after a resume or on "
                 "another CPU): evaluating it again; this run's methods trained from the other one are "
@@ -203,7 +203,7 @@ class TransferBenchmark:
         if not (trained and present) and train_and_export(self.cfg.pretrain_train(seed), out) is None:
             return None
         if not evaluated:  # first evaluated, or over another number of episodes, or another student
-            evaluation = {"steps": steps, "weights_sha256": start_hash(artifact)}
+            evaluation = {"steps": steps, "weights_sha256": weights_hash(artifact)}
             write_json(out / "eval.json", {**evaluation, **self._evaluate_student(artifact)})
         return artifact
 
@@ -648,11 +648,10 @@ def run_starts(report: dict[str, Any]) -> int:
     return len({r["start_sha256"] for r in results if r.get("start_sha256")})
 
 
-def start_hash(artifact: Path) -> str:
-    """The artifact's identity, as a method's init_from.json records it: its student weights' SHA-256 (the
-    manifest's own hash changes with every export: it holds the time)."""
-    manifest = json.loads((artifact / MANIFEST).read_text())
-    return manifest["files"][manifest["weights"]["student"]]["sha256"]
+def weights_hash(artifact: Path) -> str:
+    """Which student the artifact holds (`Artifact.weights_hash`, as init_from.json records it), its files
+    verified against the manifest."""
+    return Artifact.load(artifact).weights_hash
 
 
 def with_runs(reports: dict[int, dict[str, Any]], cfg: TransferConfig) -> dict[str, Any]:

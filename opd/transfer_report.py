@@ -247,8 +247,8 @@ def _over_runs_lines(runs: dict[str, Any], teacher: dict[str, Any]) -> list[str]
         if starts > 1:
             lines.append(
                 f"- **Seed {seed}'s methods began from {starts} different sim-trained starts** (the start "
-                "was retrained between them after its first training had been stopped and resumed): that "
-                "run's methods are not paired."
+                "was retrained between them, after its first training had been stopped and resumed or on "
+                "another CPU): that run's methods are not paired."
             )
     return lines
 

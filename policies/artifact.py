@@ -103,3 +103,9 @@ class Artifact:
         """SHA-256 of the encoder graph: what a state embedding was computed by. Student versions written
         online keep their base's encoder (`policies.export.export_head_version`), so they share it."""
         return self.sha256(self.model("encoder")["onnx"])
+
+    @property
+    def weights_hash(self) -> str:
+        """SHA-256 of the student's torch weights: which student this is, across exports (the manifest's own
+        hash changes with every export: it holds the time)."""
+        return self.sha256(self.manifest["weights"]["student"])

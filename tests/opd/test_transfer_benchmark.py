@@ -4,6 +4,7 @@ its caches, and the report directory it writes."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import get_args
 
@@ -33,10 +34,11 @@ from opd.transfer_benchmark import (
     write_json,
 )
 from opd.transfer_report import PLOTS, markdown, write_report
-from policies.artifact import sha256_file
+from policies.artifact import Artifact, sha256_file
 from policies.config import ConfigError
 
 QUICK = Path(__file__).parents[2] / "opd" / "configs" / "transfer_quick.yaml"
+SHIPPED = Path(__file__).parents[2] / "sim" / "robots" / "diffbot" / "student"  # the committed artifact
 
 
 def ramp(steps: list[int], rate_until_800: float = 0.5, rate_after: float = 0.05) -> list[dict]:
@@ -437,8 +439,6 @@ def test_with_pretrain_every_method_starts_from_one_sim_trained_student(tmp_path
     assert train_and_export(done, tmp_path / "opd") == 64  # found done: exported again, not another run
     assert json.loads((tmp_path / "opd" / "wall_clock.json").read_text())["runs"] == 1
 
-    import shutil
-
     kept = (tmp_path / "pretrain" / "eval.json").read_text()
     shutil.rmtree(tmp_path / "pretrain" / "checkpoints")  # asked for more episodes: evaluated again, not
     more = cfg.model_copy(update={"episodes": 2})  # retrained (its checkpoints are gone)
@@ -495,16 +495,16 @@ def test_a_start_retrained_into_another_student_is_evaluated_again(
     })  # fmt: skip
     bench = TransferBenchmark(cfg, tmp_path)
     start = tmp_path / "pretrain"
-    (start / "artifact").mkdir(parents=True)
-    manifest = {"weights": {"student": "student.pt"}, "files": {"student.pt": {"sha256": "1" * 64}}}
-    write_json(start / "artifact" / "manifest.json", manifest)  # rebuilt: other weights than evaluated
+    shutil.copytree(SHIPPED, start / "artifact")  # rebuilt: other weights than the ones evaluated
+    rebuilt = Artifact.load(SHIPPED).weights_hash
+    assert rebuilt == sha256_file(SHIPPED / "student.pt") != "0" * 64
     write_json(start / "eval.json", {**evaluation(2, 3), "steps": 96, "weights_sha256": "0" * 64})
     evaluated: list[Path] = []
     monkeypatch.setattr(bench, "_evaluate_student", lambda a: evaluated.append(a) or evaluation(1, 3))
     assert bench.pretrained(needed=True) == (start / "artifact").resolve()
     kept = json.loads((start / "eval.json").read_text())
     assert evaluated and kept["success_rate"] == 1 / 3  # the rebuilt start's figure, not the old one's
-    assert kept["weights_sha256"] == "1" * 64
+    assert kept["weights_sha256"] == rebuilt
     assert "another student than the one its eval.json evaluated" in caplog.text
     bench.pretrained(needed=True)
     assert len(evaluated) == 1  # the same start again: its evaluation stands
