@@ -618,16 +618,20 @@ def build_report(
     }
 
 
-def over_runs(values: list[float]) -> dict[str, Any]:
+def over_runs(values: list[float], bounds: tuple[float, float] | None = None) -> dict[str, Any]:
     """Runs' figures (one per training seed): their mean and a 95% t interval over them (None for one
-    run: a single run says nothing of how far retraining moves it)."""
+    run: a single run says nothing of how far retraining moves it). `bounds` clips the interval to the
+    figure's range (a success rate's t interval can pass 100% with few runs)."""
     n = len(values)
     mean = float(np.mean(values))
     if n < 2:
         return {"runs": n, "values": values, "mean": mean, "sd": None, "ci95": None}
     sd = float(np.std(values, ddof=1))
     half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-    return {"runs": n, "values": values, "mean": mean, "sd": sd, "ci95": [mean - half, mean + half]}
+    lo, hi = mean - half, mean + half
+    if bounds is not None:
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    return {"runs": n, "values": values, "mean": mean, "sd": sd, "ci95": [lo, hi]}
 
 
 def pooled(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -671,7 +675,7 @@ def with_runs(reports: dict[int, dict[str, Any]], cfg: TransferConfig) -> dict[s
         results = [result(reports[s], policy) for s in seeds]
         last20 = [r.get("intervention_rate_last20") for r in results]
         table[policy] = {
-            **over_runs([r["success_rate"] for r in results]),
+            **over_runs([r["success_rate"] for r in results], bounds=(0.0, 1.0)),
             "pooled": pooled(results),
             "intervention_rate_last20": None if None in last20 else float(np.mean(last20)),
         }

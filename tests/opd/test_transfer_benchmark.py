@@ -239,6 +239,9 @@ def test_over_runs_is_the_mean_with_a_t_interval_and_none_for_one_run() -> None:
     three = over_runs([0.86, 0.89, 0.92])  # sd 0.03; t(0.975, 2) = 4.3027: half width 0.074525
     assert three["ci95"] == pytest.approx([0.89 - 0.074525, 0.89 + 0.074525], abs=1e-5)
     assert over_runs([0.9]) == {"runs": 1, "values": [0.9], "mean": 0.9, "sd": None, "ci95": None}
+    spread = over_runs([0.91, 0.882, 0.953], bounds=(0.0, 1.0))  # unclipped t interval: 0.826-1.004
+    assert spread["ci95"][1] == 1.0 and spread["ci95"][0] == pytest.approx(0.8262, abs=1e-4)
+    assert over_runs([0.91, 0.882, 0.953])["ci95"][1] > 1.0  # differences and unbounded figures: unclipped
 
 
 def runs_reports(cfg: TransferConfig, rates: dict[int, dict[str, int]]) -> dict[int, dict]:
