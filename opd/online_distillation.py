@@ -47,6 +47,7 @@ from opd.gate import Gate, GateConfig
 from opd.model_memo import ModelMemo
 from opd.novelty import EnsembleNovelty, NoveltyConfig
 from opd.sample_store import SampleStore, StoreSpec
+from opd.signal_mix import SignalMix
 from policies.artifact import Artifact
 from policies.config import Config
 from policies.distill_losses import categorical_kl, masked_param_loss
@@ -57,7 +58,7 @@ from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy
 
 log = logging.getLogger(__name__)
-Switch = Literal["predictor", "novelty", "student", "teacher"]
+Switch = Literal["predictor", "novelty", "predictor_novelty", "student", "teacher"]
 FRAME_KEYS = ("image", "imu", "skill", "progress", "step")  # raw student inputs, as the encoder takes them
 
 
@@ -113,8 +114,10 @@ class DistillConfig(Config):
 class OPDConfig(Config):
     """The OPD core: which signal gates the teacher, the buffer, the gate, the losses, the predictor."""
 
-    # predictor: OPD; novelty: ensemble disagreement (ThriftyDAgger-style); student: the student always
-    # acts and the teacher only labels (DAgger); teacher: the teacher always acts (behaviour cloning).
+    # predictor: OPD; novelty: ensemble disagreement (ThriftyDAgger-style); predictor_novelty: the higher of
+    # the predictor's error and the disagreement mapped onto its scale (opd.signal_mix); student: the
+    # student always acts and the teacher only labels (DAgger); teacher: the teacher always acts (behaviour
+    # cloning).
     switch: Switch = "predictor"
     # A teacher silent for this long is gone (its simulation stopped): the student acts alone, or the safe
     # action goes out when there is no student either.
@@ -228,9 +231,10 @@ class OnlineDistillation:
         )
         self.student = student.train()
         self.predictor = StatePredictor(self.predictor_cfg).train()
-        self.novelty = (
-            EnsembleNovelty(ec.embed_dim, self.contract, cfg.novelty) if cfg.switch == "novelty" else None
-        )
+        with_novelty = cfg.switch in ("novelty", "predictor_novelty")
+        self.novelty = EnsembleNovelty(ec.embed_dim, self.contract, cfg.novelty) if with_novelty else None
+        mixed = cfg.switch == "predictor_novelty"
+        self.mix = SignalMix(cfg.gate.budget_window, cfg.gate.budget_min_samples) if mixed else None
         if cfg.distill.memory_state > 0 and student.memory is None:
             raise ValueError("distill.memory_state needs a head with memory (student memory.frames > 1)")
         self.memory_readout = (
@@ -422,7 +426,12 @@ class OnlineDistillation:
         n, inputs = self.num_envs, None
         fresh = now - self._teacher_seen_at <= self.cfg.teacher_timeout_s
         teacher_ok = fresh if teacher_ok is None else teacher_ok & fresh
-        error = self._novelty_score.copy() if self.cfg.switch == "novelty" else self._prediction_errors()
+        if self.cfg.switch == "novelty":
+            error = self._novelty_score.copy()
+        elif self.mix is not None:
+            error = self.mix(self._prediction_errors(), self._novelty_score)
+        else:
+            error = self._prediction_errors()
         if self.cfg.switch == "student":
             use, reason, threshold = np.zeros(n, dtype=bool), ("forced_student",) * n, float("nan")
         elif self.cfg.switch == "teacher":
@@ -713,6 +722,7 @@ class OnlineDistillation:
             "memory_readout": None if self.memory_readout is None else self.memory_readout.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "gate": self.gate.state_dict(),
+            "signal_mix": None if self.mix is None else self.mix.state_dict(),
             "steps": self.steps,
             "teacher_steps": self.teacher_steps,
             "updates": self.updates,
@@ -744,6 +754,8 @@ class OnlineDistillation:
         except (RuntimeError, KeyError, TypeError, ValueError) as err:
             raise ValueError(f"OPD checkpoint does not fit this learner's config: {err}") from None
         self.gate.load_state_dict(state["gate"])
+        if self.mix is not None and state.get("signal_mix") is not None:
+            self.mix.load_state_dict(state["signal_mix"])
         self.steps, self.updates = int(state["steps"]), int(state["updates"])
         self.teacher_steps = int(state["teacher_steps"])
         self.rng.bit_generator.state = state["rng"]

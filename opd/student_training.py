@@ -1,10 +1,12 @@
 """Headless student training: the OPD core (or a baseline) run in simulated time on the vector robot.
 
-`agent train student --method opd|dagger|novelty|sim_only` runs `OnlineDistillation` in lockstep (no
-real-time pacing): the MuJoCo default behind the real-robot proxy is the "real" robot (camera 120 ms late,
-noise, randomised dynamics), the committed teacher acts on the same robot's privileged state. Methods:
+`agent train student --method opd|dagger|novelty|sim_only|opd_novelty` runs `OnlineDistillation` in
+lockstep (no real-time pacing): the MuJoCo default behind the real-robot proxy is the "real" robot (camera
+120 ms late, noise, randomised dynamics), the committed teacher acts on the same robot's privileged state.
+Methods:
 - opd: the teacher's action is executed when the LSTM predictor's error is high (`opd.gate`);
 - novelty: the same gate on ensemble disagreement (ThriftyDAgger-style);
+- opd_novelty: the same gate on the higher of the two, on one scale (`opd.signal_mix`);
 - dagger: the student always acts, the teacher labels (rsl_rl / Isaac Lab distillation);
 - sim_only: DAgger in the clean sim (no proxy): the student never sees the real robot's delay and noise.
 Every method gets the same label budget: one teacher label per student frame, `total_steps` decisions.
@@ -48,8 +50,9 @@ from sim.config import SimConfig, from_root
 
 log = logging.getLogger(__name__)
 
-Method = Literal["opd", "dagger", "novelty", "sim_only"]
-SWITCH = {"opd": "predictor", "novelty": "novelty", "dagger": "student", "sim_only": "student"}
+Method = Literal["opd", "dagger", "novelty", "sim_only", "opd_novelty"]
+SWITCH = {"opd": "predictor", "novelty": "novelty", "dagger": "student", "sim_only": "student",
+          "opd_novelty": "predictor_novelty"}  # fmt: skip
 DEFAULT_TEACHER = "sim/robots/diffbot/teacher/teacher.pt"
 ROLLING_EPISODES = 100  # the newest finished episodes the logged episode means are over
 

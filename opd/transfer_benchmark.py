@@ -44,6 +44,7 @@ from pydantic import Field, field_validator
 from scipy import stats
 
 from opd.evaluation import EVAL_SEED, evaluate_student, evaluate_teacher, load_teacher, wilson_interval
+from opd.online_distillation import native_bf16
 from opd.student_training import (
     ROLLING_EPISODES,
     Method,
@@ -60,6 +61,9 @@ from sim.config import from_root
 log = logging.getLogger(__name__)
 
 METHODS: tuple[Method, ...] = ("sim_only", "dagger", "novelty", "opd")  # baselines first, as in the report
+# Variants of OPD a config may add to its methods, each with the rivals it is compared with; the targets stay
+# OPD's (the issue's gate), a variant's comparisons are reported beside them.
+VARIANTS: dict[str, tuple[Method, ...]] = {"opd_novelty": ("dagger", "novelty", "opd")}
 LAST_SHARE = 0.2  # the issue's "last 20% of training", fraction of decisions
 SWITCH_ROWS = 3  # log lines averaged for the final switches per minute
 
@@ -327,6 +331,16 @@ def train_and_export(cfg: StudentTrainConfig, out: Path) -> int | None:
     None when training was stopped. A call that found the training done is not counted as a run."""
     kept = checkpoints(out / "checkpoints")
     resumed_at = int(kept[-1].stem.removeprefix("step_")) if kept else 0
+    if resumed_at < cfg.total_steps and cfg.opd.distill.precision == "bf16" and not native_bf16():
+        # emulated, a bfloat16 update of the wide CPU student cost 25x float32's here (2026-12-05): a
+        # method of transfer_wide_bf16 would train for ~20 h instead of ~45 min
+        raise RuntimeError(
+            f"{out}: this CPU has no native bfloat16 (AVX512-BF16 or AMX), and the config's updates are in "
+            "bfloat16 (distill.precision), which it would emulate ~25x slower than float32. Run this "
+            "benchmark on a CPU with native bfloat16 (the same command resumes from the last checkpoint), "
+            "or use a config with distill.precision fp32 (another benchmark: its students are not "
+            "comparable with these)."
+        )
     trainer = StudentTrainer(cfg, out)
     try:
         if trainer.run() is None:
@@ -525,27 +539,42 @@ def gap_split(methods: dict[str, dict[str, Any]], teacher: dict[str, Any]) -> di
 
 def derived(methods: dict[str, dict[str, Any]], teacher: dict[str, Any]) -> dict[str, Any]:
     """OPD's gap closed, the gap's split (`gap_split`) and OPD's comparison with dagger and novelty (None
-    where a method was not run)."""
-    opd = methods.get("opd")
-    sim_only = methods.get("sim_only")
-    out: dict[str, Any] = {"opd_gap_closed": None, "gap_split": gap_split(methods, teacher)}
-    if opd and sim_only:
-        out["opd_gap_closed"] = gap_closed(
-            opd["success_rate"], sim_only["success_rate"], teacher["success_rate"]
-        )
+    where a method was not run); under "variants", each OPD variant run (`VARIANTS`) with its gap closed and
+    its comparisons."""
+    out: dict[str, Any] = {
+        "opd_gap_closed": gap_of(methods, "opd", teacher),
+        "gap_split": gap_split(methods, teacher),
+    }
     for other in ("dagger", "novelty"):
-        rival = methods.get(other)
-        if not (opd and rival):
-            out[f"opd_vs_{other}"] = None
-            continue
-        both = opd.get("episode_success") and rival.get("episode_success")
-        out[f"opd_vs_{other}"] = {
-            "difference": opd["success_rate"] - rival["success_rate"],
-            "ci_separated": cis_separate(opd["ci95"], rival["ci95"]),
-            # on the same seeds (None: an evaluation kept from before per-episode outcomes)
-            "paired": paired(opd["episode_success"], rival["episode_success"]) if both else None,
-        }
+        out[f"opd_vs_{other}"] = versus(methods, "opd", other)
+    out["variants"] = {
+        v: {"gap_closed": gap_of(methods, v, teacher), "vs": {r: versus(methods, v, r) for r in rivals}}
+        for v, rivals in VARIANTS.items()
+        if v in methods
+    }
     return out
+
+
+def gap_of(methods: dict[str, dict[str, Any]], method: str, teacher: dict[str, Any]) -> float | None:
+    """The share of the sim-only-to-teacher gap `method` closes (None where either was not run)."""
+    m, sim_only = methods.get(method), methods.get("sim_only")
+    if not (m and sim_only):
+        return None
+    return gap_closed(m["success_rate"], sim_only["success_rate"], teacher["success_rate"])
+
+
+def versus(methods: dict[str, dict[str, Any]], a: str, b: str) -> dict[str, Any] | None:
+    """Method a against b: the difference, whether the CIs separate, and the paired comparison on the same
+    seeds (None: an evaluation kept from before per-episode outcomes); None where either was not run."""
+    ra, rb = methods.get(a), methods.get(b)
+    if not (ra and rb):
+        return None
+    both = ra.get("episode_success") and rb.get("episode_success")
+    return {
+        "difference": ra["success_rate"] - rb["success_rate"],
+        "ci_separated": cis_separate(ra["ci95"], rb["ci95"]),
+        "paired": paired(ra["episode_success"], rb["episode_success"]) if both else None,
+    }
 
 
 def check_targets(
@@ -679,35 +708,43 @@ def with_runs(reports: dict[int, dict[str, Any]], cfg: TransferConfig) -> dict[s
             "pooled": pooled(results),
             "intervention_rate_last20": None if None in last20 else float(np.mean(last20)),
         }
-    versus: dict[str, Any] = {}
-    for other in ("dagger", "novelty"):
-        if "opd" not in table or other not in table:
-            versus[other] = None
-            continue
-        diffs = [
-            r["methods"]["opd"]["success_rate"] - r["methods"][other]["success_rate"]
-            for r in reports.values()
-        ]
-        outcomes = [(r["methods"]["opd"].get("episode_success"), r["methods"][other].get("episode_success"))
-                    for r in reports.values()]  # fmt: skip
-        kept = all(a and b for a, b in outcomes)
-        versus[other] = {
-            **over_runs(diffs),
-            "ahead_in": sum(d > 0 for d in diffs),
-            # every run's episodes paired on their seeds: evaluation noise only
-            "pooled_paired": paired(*("".join(x) for x in zip(*outcomes, strict=True))) if kept else None,
+    opd_vs = {other: versus_over_runs(reports, "opd", other) for other in ("dagger", "novelty")}
+    means = {p: {"success_rate": t["mean"]} for p, t in table.items()}
+    variants = {
+        v: {
+            "gap_closed": gap_of(means, v, teacher),
+            "vs": {r: versus_over_runs(reports, v, r) for r in rivals},
         }
-    gap = None
-    if "opd" in table and "sim_only" in table:
-        gap = gap_closed(table["opd"]["mean"], table["sim_only"]["mean"], teacher["success_rate"])
-    summary_runs = {"seeds": seeds, "policies": table, "opd_vs": versus, "opd_gap_closed": gap,
-                    "starts_per_run": {str(s): run_starts(r) for s, r in reports.items()}}  # fmt: skip
+        for v, rivals in VARIANTS.items()
+        if v in table
+    }
+    gap = gap_of(means, "opd", teacher)
+    starts = {str(s): run_starts(r) for s, r in reports.items()}
+    summary_runs = {"seeds": seeds, "policies": table, "opd_vs": opd_vs, "opd_gap_closed": gap,
+                    "variants": variants, "starts_per_run": starts}  # fmt: skip
     return {
         **first,
         "runs": {str(s): {k: r[k] for k in ("methods", "pretrain", "derived")} for s, r in reports.items()},
         "over_runs": summary_runs,
         "targets_first_run": first["targets"],
         "targets": check_targets_over_runs(summary_runs, cfg.targets),
+    }
+
+
+def versus_over_runs(reports: dict[int, dict[str, Any]], a: str, b: str) -> dict[str, Any] | None:
+    """Method a against b over the runs: the per-run differences' mean and 95% t interval, in how many runs
+    a was ahead, and every run's episodes paired on their seeds (evaluation noise only); None where either
+    was not run."""
+    if any(a not in r["methods"] or b not in r["methods"] for r in reports.values()):
+        return None
+    pairs = [(r["methods"][a], r["methods"][b]) for r in reports.values()]
+    diffs = [ra["success_rate"] - rb["success_rate"] for ra, rb in pairs]
+    outcomes = [(ra.get("episode_success"), rb.get("episode_success")) for ra, rb in pairs]
+    kept = all(x and y for x, y in outcomes)
+    return {
+        **over_runs(diffs),
+        "ahead_in": sum(d > 0 for d in diffs),
+        "pooled_paired": paired(*("".join(x) for x in zip(*outcomes, strict=True))) if kept else None,
     }
 
 

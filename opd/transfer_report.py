@@ -21,7 +21,13 @@ import yaml
 from opd.transfer_benchmark import last_share, points, write_atomic, write_json
 
 PLOTS = ("success.png", "training.png", "pred_error.png")
-COLORS = {"sim_only": "tab:gray", "dagger": "tab:orange", "novelty": "tab:green", "opd": "tab:blue"}
+COLORS = {
+    "sim_only": "tab:gray",
+    "dagger": "tab:orange",
+    "novelty": "tab:green",
+    "opd": "tab:blue",
+    "opd_novelty": "tab:purple",
+}
 TEACHER_COLOR = "tab:red"
 
 
@@ -161,19 +167,14 @@ def markdown(report: dict[str, Any]) -> str:
         "((opd - sim_only) / (teacher - sim_only); n/a when the teacher is no better than sim_only)."
     )
     lines += _gap_split_lines(extra.get("gap_split"))
-    for other in ("dagger", "novelty"):
-        versus = extra[f"opd_vs_{other}"]
-        if versus is not None:
-            separated = "separate" if versus["ci_separated"] else "overlap"
-            line = f"- OPD vs {other}: {versus['difference'] * 100:+.1f} points; the 95% CIs {separated}."
-            if versus.get("paired"):
-                pair = versus["paired"]
-                line += (
-                    f" On the same {pair['episodes']} seeds, OPD alone succeeded on {pair['only_a']} and "
-                    f"{other} alone on {pair['only_b']}: paired 95% CI {points(pair['ci95'])}, McNemar's "
-                    f"exact p = {pair['p_value']:.3g}."
-                )
-            lines.append(line)
+    lines += [
+        _versus_line("OPD", other, extra[f"opd_vs_{other}"])
+        for other in ("dagger", "novelty")
+        if extra[f"opd_vs_{other}"] is not None
+    ]
+    for name, variant in extra.get("variants", {}).items():
+        lines.append(f"- {name} (an OPD variant) closes {pct(variant['gap_closed'])} of the gap.")
+        lines += [_versus_line(name, other, v) for other, v in variant["vs"].items() if v is not None]
     over = "" if runs is None else f" (over the {len(runs['seeds'])} runs: their means)"
     lines += [
         "",
@@ -227,22 +228,12 @@ def _over_runs_lines(runs: dict[str, Any], teacher: dict[str, Any]) -> list[str]
         "",
         f"- OPD closes {pct(runs['opd_gap_closed'])} of the gap between the means (sim-only to teacher).",
     ]
-    for other, v in runs["opd_vs"].items():
-        if v is None:
-            continue
-        diffs = ", ".join(f"{d * 100:+.1f}" for d in v["values"])
-        line = (
-            f"- OPD vs {other}: {v['mean'] * 100:+.1f} points on average (per run {diffs}; OPD ahead in "
-            f"{v['ahead_in']} of {v['runs']})"
+    lines += [_versus_runs_line("OPD", other, v) for other, v in runs["opd_vs"].items() if v is not None]
+    for name, variant in runs.get("variants", {}).items():
+        lines.append(
+            f"- {name} (an OPD variant) closes {pct(variant['gap_closed'])} of the gap between the means."
         )
-        line += f", 95% t CI over runs {points(v['ci95'])}." if v["ci95"] else "."
-        if pair := v.get("pooled_paired"):
-            line += (
-                f" Every run's episodes paired on their seeds: OPD alone succeeded on {pair['only_a']}, "
-                f"{other} alone on {pair['only_b']}, McNemar's exact p = {pair['p_value']:.3g} (evaluation "
-                "noise only)."
-            )
-        lines.append(line)
+        lines += [_versus_runs_line(name, other, v) for other, v in variant["vs"].items() if v is not None]
     for seed, starts in runs["starts_per_run"].items():
         if starts > 1:
             lines.append(
@@ -251,6 +242,36 @@ def _over_runs_lines(runs: dict[str, Any], teacher: dict[str, Any]) -> list[str]
                 "another CPU): that run's methods are not paired."
             )
     return lines
+
+
+def _versus_line(name: str, other: str, versus: dict[str, Any]) -> str:
+    """One run's comparison of `name` with `other` (`opd.transfer_benchmark.versus`)."""
+    separated = "separate" if versus["ci_separated"] else "overlap"
+    line = f"- {name} vs {other}: {versus['difference'] * 100:+.1f} points; the 95% CIs {separated}."
+    if pair := versus.get("paired"):
+        line += (
+            f" On the same {pair['episodes']} seeds, {name} alone succeeded on {pair['only_a']} and "
+            f"{other} alone on {pair['only_b']}: paired 95% CI {points(pair['ci95'])}, McNemar's "
+            f"exact p = {pair['p_value']:.3g}."
+        )
+    return line
+
+
+def _versus_runs_line(name: str, other: str, v: dict[str, Any]) -> str:
+    """The comparison of `name` with `other` over runs (`opd.transfer_benchmark.versus_over_runs`)."""
+    diffs = ", ".join(f"{d * 100:+.1f}" for d in v["values"])
+    line = (
+        f"- {name} vs {other}: {v['mean'] * 100:+.1f} points on average (per run {diffs}; {name} ahead in "
+        f"{v['ahead_in']} of {v['runs']})"
+    )
+    line += f", 95% t CI over runs {points(v['ci95'])}." if v["ci95"] else "."
+    if pair := v.get("pooled_paired"):
+        line += (
+            f" Every run's episodes paired on their seeds: {name} alone succeeded on {pair['only_a']}, "
+            f"{other} alone on {pair['only_b']}, McNemar's exact p = {pair['p_value']:.3g} (evaluation "
+            "noise only)."
+        )
+    return line
 
 
 def _pred_error_table(methods: dict[str, dict[str, Any]]) -> list[str]:

@@ -42,14 +42,14 @@ def history(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("method", ["opd", "novelty", "dagger", "sim_only"])
+@pytest.mark.parametrize("method", ["opd", "novelty", "opd_novelty", "dagger", "sim_only"])
 def test_every_method_trains_and_writes_the_student(tmp_path: Path, method: str) -> None:
     out = tmp_path / method
     assert StudentTrainer(tiny(tmp_path, method=method), out).run() == out / "student.pt"
     rows = history(out)
     assert rows[-1]["step"] == 240 and rows[-1]["updates"] > 0 and rows[-1]["labels"] > 0
     assert sum(rows[-1]["train_outcomes"].values()) == rows[-1]["episodes"]  # every finished one, by outcome
-    if method in ("opd", "novelty"):  # the gate's rulings, cumulative: one per decision of every env
+    if method in ("opd", "novelty", "opd_novelty"):  # the gate's rulings, cumulative: one per decision
         assert sum(rows[-1]["gate_counts"].values()) == 240
     assert "loss/skill_kl" in rows[-1] and "loss/state_pred" in rows[-1]
     meta = yaml.safe_load((out / "student.yaml").read_text())
@@ -57,6 +57,9 @@ def test_every_method_trains_and_writes_the_student(tmp_path: Path, method: str)
     if method in ("dagger", "sim_only"):
         assert rows[-1]["teacher_steps"] < 2 * 6  # only before each env's first frame
     torch.load(out / "student.pt", weights_only=True)
+    state = torch.load(sorted((out / "checkpoints").glob("step_*.pt"))[-1], weights_only=True)
+    # only the gate that reads both signals keeps their recent values, so that a resume maps alike
+    assert (state["learner"]["signal_mix"] is not None) == (method == "opd_novelty")
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

@@ -15,6 +15,7 @@ from opd.evaluation import wilson_interval
 from opd.student_training import Method
 from opd.transfer_benchmark import (
     METHODS,
+    VARIANTS,
     TransferBenchmark,
     TransferConfig,
     build_report,
@@ -298,16 +299,50 @@ def test_several_training_runs_are_judged_on_their_means_and_per_run_differences
     assert "**Seed 1000's methods began from 2 different sim-trained starts**" in markdown(flagged)
 
 
+def test_an_opd_variant_is_compared_with_opd_and_its_rivals_while_the_targets_stay_opds() -> None:
+    cfg = TransferConfig(methods=[*METHODS, "opd_novelty"], seeds=[1000, 2000])
+    reports = runs_reports(cfg, {
+        1000: {"sim_only": 150, "dagger": 184, "novelty": 178, "opd": 182, "opd_novelty": 188},
+        2000: {"sim_only": 170, "dagger": 172, "novelty": 182, "opd": 186, "opd_novelty": 184},
+    })  # fmt: skip
+    first = reports[1000]["derived"]["variants"]["opd_novelty"]
+    assert first["vs"]["novelty"]["difference"] == pytest.approx(0.05)  # 188 against 178 of 200
+    assert first["vs"]["opd"]["paired"]["only_a"] == 6  # seeds 182-187: only the variant succeeded
+    assert first["gap_closed"] == pytest.approx((0.94 - 0.75) / (0.98 - 0.75))
+    report = with_runs(reports, cfg)
+    variant = report["over_runs"]["variants"]["opd_novelty"]
+    assert (
+        variant["vs"]["opd"]["values"] == pytest.approx([0.03, -0.01])
+        and variant["vs"]["opd"]["ahead_in"] == 1
+    )
+    assert variant["vs"]["novelty"]["mean"] == pytest.approx(0.03)
+    means = report["over_runs"]["policies"]
+    assert variant["gap_closed"] == pytest.approx(
+        (means["opd_novelty"]["mean"] - means["sim_only"]["mean"]) / (0.98 - means["sim_only"]["mean"])
+    )
+    targets = {t["target"]: t for t in report["targets"]}  # still OPD's
+    assert targets["OPD success on the proxy"]["value"] == pytest.approx(means["opd"]["mean"])
+    md = markdown(report)
+    assert (
+        "- opd_novelty vs novelty: +3.0 points on average (per run +5.0, +1.0; opd_novelty ahead in 2 of 2)"
+        in md
+    )
+    assert "- opd_novelty vs opd: +5.0 points; the 95% CIs overlap." not in md  # the first run's: +3.0
+    assert "- opd_novelty vs opd: +3.0 points; the 95% CIs overlap." in md
+    assert "| opd_novelty | 93.0% |" in md
+
+
 def test_targets_of_methods_not_run_are_not_measured() -> None:
     cfg = TransferConfig(methods=["opd"])
     report = build_report(cfg, cfg.train(), evaluation(196), {"opd": method_result(184)}, "agent x")
     assert report["derived"] == {"opd_gap_closed": None, "gap_split": None, "opd_vs_dagger": None,
-                                 "opd_vs_novelty": None}  # fmt: skip
+                                 "opd_vs_novelty": None, "variants": {}}  # fmt: skip
     assert [t["pass"] for t in report["targets"]] == [True, None, None, None, True]
 
 
 def test_config_resolves_the_training_budget_and_refuses_repeats() -> None:
-    assert set(METHODS) == set(get_args(Method))  # every method the trainer knows is benchmarked
+    assert set(METHODS) | set(VARIANTS) == set(get_args(Method))  # the trainer's methods can be benchmarked
+    assert all(set(rivals) <= set(METHODS) for rivals in VARIANTS.values())
     cfg = TransferConfig.from_yaml(QUICK)
     assert cfg.methods == list(METHODS) and cfg.episodes <= 10
     train = cfg.train("dagger")
@@ -515,3 +550,20 @@ def test_a_start_retrained_into_another_student_is_evaluated_again(
     methods = {"opd": method_result(180) | {"start_sha256": "0" * 64}}
     report = build_report(cfg, cfg.train(), evaluation(196), methods, "x", bench._pretrain_result())
     assert run_starts(report) == 2
+
+
+def test_bfloat16_training_is_refused_where_the_cpu_would_emulate_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Emulated, a bfloat16 update cost 25x float32's: a benchmark method would train for a day."""
+    import opd.transfer_benchmark as tb
+
+    cfg = TransferConfig.from_dict({"methods": ["opd"], "train_config": "opd/configs/student_quick.yaml",
+                                    "total_steps": 64, "episodes": 3})  # fmt: skip
+    train = cfg.train("opd")
+    bf16 = train.model_copy(update={"opd": train.opd.model_copy(update={
+        "distill": train.opd.distill.model_copy(update={"precision": "bf16"})})})  # fmt: skip
+    monkeypatch.setattr(tb, "native_bf16", lambda: False)
+    with pytest.raises(RuntimeError, match="no native bfloat16"):
+        train_and_export(bf16, tmp_path / "opd")
+    assert not (tmp_path / "opd" / "checkpoints").exists()  # refused before anything was written

@@ -26,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "student",
         help="train the student online from the teacher on the real-robot proxy (resumes from --out)",
     )
-    s.add_argument("--method", choices=["opd", "dagger", "novelty", "sim_only"], help="default: the config's")
+    s.add_argument("--method", choices=["opd", "dagger", "novelty", "sim_only", "opd_novelty"],
+                   help="default: the config's")  # fmt: skip
     s.add_argument("--sim", choices=["mujoco", "isaacsim"], help="simulator: sim/configs/<sim>.yaml (Isaac "
                    "Sim on GPU hosts with the isaacsim extra); default: the config's sim_config")  # fmt: skip
     s.add_argument("--envs", type=int, help="parallel envs (one backend object)")

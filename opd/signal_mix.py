@@ -1,0 +1,94 @@
+"""OPD's two uncertainties as one gate signal: the predictor's error, or the ensemble's disagreement where
+that is the more unusual of the two (the `predictor_novelty` switch).
+
+The state predictor's error says how far the student's delayed, noisy view strays from the teacher's
+state; the novelty ensemble's disagreement says how unlike the training data the state is. The transfer
+benchmark found neither gate ahead of the other over training runs (docs/opd_experiments.md), and each
+sees failures the other cannot: a view that lags a fast turn, a layout the student never learnt. They live
+on unrelated scales, so the disagreement is mapped onto the error's by quantile matching over recent
+windows: a disagreement at rank r of its window becomes the r-quantile of the recent errors. The gate then
+reads max(error, mapped disagreement) in prediction-error stds, so its threshold schedule, budget
+calibration and logs keep their meaning, and one budget spans both signals (a state unusual by either
+counts once).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Recent:
+    """The newest `size` finite values pushed (a ring): the sample a quantile or a rank is taken over."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"size = {size} must be >= 1")
+        self._ring = np.zeros(size)
+        self.seen = 0  # finite values pushed in total
+
+    def push(self, values: np.ndarray) -> None:
+        """Append the finite ones of `values` (N,), the newest last; more than the ring keeps its newest."""
+        values = values[np.isfinite(values)][-self._ring.size :]
+        pos = (self.seen + np.arange(values.size)) % self._ring.size
+        self._ring[pos] = values
+        self.seen += values.size
+
+    def values(self) -> np.ndarray:
+        """(W,) the kept values, oldest first (W <= size)."""
+        size = self._ring.size
+        if self.seen < size:
+            return self._ring[: self.seen].copy()
+        return np.roll(self._ring, -(self.seen % size))
+
+    def __len__(self) -> int:
+        return min(self.seen, self._ring.size)
+
+    def load(self, values: list[float]) -> None:
+        """Restore `values()` as saved (the newest `size` of them are kept)."""
+        self.seen = 0
+        self.push(np.asarray(values, np.float64))
+
+
+class SignalMix:
+    """(error (N,), disagreement (N,)) -> max(error, disagreement mapped onto the error's scale) (N,).
+
+    Until both windows hold `min_samples` values the error passes alone (no scale to map onto yet). NaN
+    means unknown: an env with one signal known gets that one (fmax), with neither NaN."""
+
+    def __init__(self, window: int, min_samples: int) -> None:
+        if not 1 <= min_samples <= window:
+            raise ValueError(f"min_samples = {min_samples} must be in [1, window = {window}]")
+        self.min_samples = min_samples
+        self.errors, self.disagreements = Recent(window), Recent(window)
+
+    def mapped(self, disagreement: np.ndarray) -> np.ndarray:
+        """Each disagreement (N,) at its rank among the recent ones -> that quantile of the recent errors."""
+        out = np.full(disagreement.shape, np.nan)
+        known = np.isfinite(disagreement)
+        if known.any():
+            recent = np.sort(self.disagreements.values())  # (W,)
+            r = np.searchsorted(recent, disagreement[known], side="right") / recent.size  # (n,) in [0, 1]
+            out[known] = np.quantile(self.errors.values(), r)
+        return out
+
+    def __call__(self, error: np.ndarray, disagreement: np.ndarray) -> np.ndarray:
+        error = np.asarray(error, np.float64)
+        disagreement = np.asarray(disagreement, np.float64)
+        if error.shape != disagreement.shape:
+            raise ValueError(f"error {error.shape} and disagreement {disagreement.shape} must match")
+        self.errors.push(error)
+        self.disagreements.push(disagreement)
+        if min(len(self.errors), len(self.disagreements)) < self.min_samples:
+            return error.copy()
+        return np.fmax(error, self.mapped(disagreement))
+
+    def state_dict(self) -> dict:
+        """Plain types only (training checkpoints load with weights_only=True)."""
+        return {
+            "errors": self.errors.values().tolist(),
+            "disagreements": self.disagreements.values().tolist(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.errors.load(state["errors"])
+        self.disagreements.load(state["disagreements"])
