@@ -83,7 +83,7 @@ class LearnerProcess:
         self._stop = ctx.Event()
         self._proc = ctx.Process(
             target=_child_main, name="opd-learner", daemon=True,
-            args=(self.spec, self._samples, self._weights, self._events, self._stop),
+            args=(os.getpid(), self.spec, self._samples, self._weights, self._events, self._stop),
         )  # fmt: skip
         self._proc.start()
         self._done = threading.Event()
@@ -159,9 +159,10 @@ class LearnerProcess:
                 self.error = RuntimeError(data[0])
 
 
-def _child_main(spec: LearnerSpec, samples: Any, weights: Any, events: Any, stop: Any) -> None:
-    """The child: build the learner, then take samples and gradient steps until `stop`."""
-    parent = os.getppid()
+def _child_main(parent: int, spec: LearnerSpec, samples: Any, weights: Any, events: Any, stop: Any) -> None:
+    """The child: build the learner, then take samples and gradient steps until `stop` or until `parent`
+    (the node's pid) is no longer its parent. The node passes its pid: a spawned child starts in seconds
+    (it imports torch), and a node killed meanwhile would leave it a parent to watch that is not the node."""
     os.setpgrp()  # a group of its own: stop() can kill it with a version export it started
     try:
         os.nice(spec.nice)

@@ -444,6 +444,8 @@ class OnlineDistillation:
                                 self._teacher_skill.copy(), in_contract, teacher_ok)  # fmt: skip
             d = self.gate.decide(**vars(inputs))
             use, reason, threshold = d.use_teacher, d.reason, d.threshold
+            if self.mix is not None:
+                self.mix.count(np.array([r == "error_above_threshold" for r in reason]))
         stale = now - self._student_seen_at > self.cfg.student_timeout_s
         no_student = ~self._has_student | ~self._student_ok | stale
         use = np.where(no_student, teacher_ok, use)

@@ -14,6 +14,8 @@ counts once).
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 
 
@@ -60,6 +62,9 @@ class SignalMix:
             raise ValueError(f"min_samples = {min_samples} must be in [1, window = {window}]")
         self.min_samples = min_samples
         self.errors, self.disagreements = Recent(window), Recent(window)
+        self.led = np.zeros(0, bool)  # (N,) of the last call: the mapped disagreement set the signal
+        # takeovers on the signal (`count`) by which of the two set it: "predictor" or "novelty" -> decisions
+        self.takeovers: collections.Counter[str] = collections.Counter()
 
     def mapped(self, disagreement: np.ndarray) -> np.ndarray:
         """Each disagreement (N,) at its rank among the recent ones -> that quantile of the recent errors."""
@@ -79,16 +84,27 @@ class SignalMix:
         self.errors.push(error)
         self.disagreements.push(disagreement)
         if min(len(self.errors), len(self.disagreements)) < self.min_samples:
+            self.led = np.zeros(error.shape, bool)
             return error.copy()
-        return np.fmax(error, self.mapped(disagreement))
+        mapped = self.mapped(disagreement)
+        self.led = (mapped > error) | (np.isnan(error) & np.isfinite(mapped))
+        return np.fmax(error, mapped)
+
+    def count(self, takeover: np.ndarray) -> None:
+        """Count the envs (N,) whose teacher took over on the last call's signal by the signal that set it:
+        which uncertainty the gate's budget is spent on."""
+        self.takeovers["novelty"] += int((takeover & self.led).sum())
+        self.takeovers["predictor"] += int((takeover & ~self.led).sum())
 
     def state_dict(self) -> dict:
         """Plain types only (training checkpoints load with weights_only=True)."""
         return {
             "errors": self.errors.values().tolist(),
             "disagreements": self.disagreements.values().tolist(),
+            "takeovers": dict(self.takeovers),
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.errors.load(state["errors"])
         self.disagreements.load(state["disagreements"])
+        self.takeovers = collections.Counter(state["takeovers"])

@@ -223,6 +223,10 @@ class StudentTrainer:
             "steps_per_s": sps,
             **losses,
         }
+        if (
+            self.learner.mix is not None
+        ):  # cumulative: takeovers on the gate's signal by which uncertainty set it
+            record["gate_led"] = dict(self.learner.mix.takeovers)
         if self.episodes:
             ep = list(self.episodes)
             for key in ("success", "intervention_rate", "switches_per_min", "skill_agreement", "param_error"):

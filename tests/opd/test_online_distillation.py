@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import queue
 import threading
 import time
 from pathlib import Path
@@ -422,6 +423,30 @@ def test_a_learner_process_that_fails_says_why_and_acting_goes_on(contract, stud
         LearnerProcess(learner, LearnerSpec(str(base.root), max_share=0.0))
     with pytest.raises(ValueError, match="nice"):
         LearnerProcess(learner, LearnerSpec(str(base.root), nice=-5))
+
+
+def test_a_learner_whose_node_died_while_it_started_stops(contract, student_cfg, tmp_path):
+    """A spawned learner takes seconds to start (it imports torch): a node killed meanwhile is not there to
+    watch once it runs, so it is given the node's pid rather than reading its parent at start-up."""
+    import multiprocessing as mp
+
+    from opd.learner_process import LearnerSpec, _child_main
+
+    base, teacher, opd_yaml = live_base(contract, student_cfg, tmp_path)
+    ctx = mp.get_context("spawn")
+    queues, stop = (ctx.Queue(), ctx.Queue(1), ctx.Queue()), ctx.Event()  # held: the child opens them
+    node_gone = 0  # no process's pid: the child's parent (this test) is not the node it was started for
+    spec = LearnerSpec(str(base.root), teacher, opd_yaml)
+    child = ctx.Process(target=_child_main, args=(node_gone, spec, *queues, stop), daemon=True)
+    child.start()
+    child.join(timeout=120)
+    try:
+        assert child.exitcode == 0  # left its loop at once, not by an error (reported as an event)
+        with pytest.raises(queue.Empty):
+            queues[2].get(timeout=2)
+    finally:
+        if child.is_alive():
+            child.kill()
 
 
 def test_a_learner_process_whose_node_dies_outright_stops_too(contract, student_cfg, tmp_path):

@@ -89,3 +89,14 @@ def test_recent_keeps_the_newest_finite_values_in_order(size: int, pushes: list[
     finite = [v for values in pushes for v in values if np.isfinite(v)]
     np.testing.assert_array_equal(ring.values(), finite[-size:] if finite else [])
     assert len(ring) == min(len(finite), size)
+
+
+def test_takeovers_are_counted_by_the_signal_that_set_them() -> None:
+    mix = filled()
+    mix(np.array([0.05, 0.97, np.nan, 0.5]), np.array([0.0099, 0.001, 0.0099, 0.001]))
+    np.testing.assert_array_equal(mix.led, [True, False, True, False])
+    mix.count(np.array([True, True, True, False]))  # the fourth env: no takeover
+    assert mix.takeovers == {"novelty": 2, "predictor": 1}
+    restored = SignalMix(1000, 100)
+    restored.load_state_dict(mix.state_dict())
+    assert restored.takeovers == mix.takeovers

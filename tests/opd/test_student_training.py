@@ -60,6 +60,9 @@ def test_every_method_trains_and_writes_the_student(tmp_path: Path, method: str)
     state = torch.load(sorted((out / "checkpoints").glob("step_*.pt"))[-1], weights_only=True)
     # only the gate that reads both signals keeps their recent values, so that a resume maps alike
     assert (state["learner"]["signal_mix"] is not None) == (method == "opd_novelty")
+    if method == "opd_novelty":  # every takeover on the gate's signal, by the uncertainty that set it
+        led = rows[-1]["gate_led"]
+        assert sum(led.values()) == rows[-1]["gate_counts"].get("teacher/error_above_threshold", 0) > 0
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

@@ -217,6 +217,23 @@ def _print_table(result: dict) -> None:
         console.print(line)
 
 
+# --learn: the longest the warm-up waits for the learner's first update (its process imports torch and
+# needs learning_starts samples; on a loaded 2-core host that took longer than a 2 s warm-up)
+LEARNER_START_S = 120.0
+
+
+def wait_for_learning(session: Any, timeout_s: float) -> None:
+    """With a learner, spin on until its first update: figures "beside learning" taken while it was still
+    starting would be a loop without learning."""
+    if session.learner_updates() is None:
+        return
+    end = time.monotonic() + timeout_s
+    while session.learner_updates() == 0:
+        if time.monotonic() > end:
+            raise RuntimeError(f"the opd node's learner made no update in {timeout_s:g} s of warm-up")
+        session.spin(0.5)
+
+
 def run_graph(args: argparse.Namespace) -> int:
 
     from agent.commands.run import session_config
@@ -232,6 +249,7 @@ def run_graph(args: argparse.Namespace) -> int:
         try:
             not_running = session.start()
             session.spin(args.warmup)
+            wait_for_learning(session, LEARNER_START_S)
             session.restart_counting()
             updates0 = session.learner_updates()
             steal.start()
