@@ -332,11 +332,12 @@ def train_and_export(cfg: StudentTrainConfig, out: Path) -> int | None:
     kept = checkpoints(out / "checkpoints")
     resumed_at = int(kept[-1].stem.removeprefix("step_")) if kept else 0
     if resumed_at < cfg.total_steps and cfg.opd.distill.precision == "bf16" and not native_bf16():
-        # emulated, a bfloat16 update of the wide CPU student cost 25x float32's here (2026-12-05): a
-        # method of transfer_wide_bf16 would train for ~20 h instead of ~45 min
+        # emulated, an update of the wide CPU student cost 12x float32's (`agent bench learner`, 2026-12-05):
+        # a method of transfer_wide_bf16 would train for ~10 h instead of ~45 min
         raise RuntimeError(
             f"{out}: this CPU has no native bfloat16 (AVX512-BF16 or AMX), and the config's updates are in "
-            "bfloat16 (distill.precision), which it would emulate ~25x slower than float32. Run this "
+            "bfloat16 (distill.precision), which it would emulate ~12x slower than float32 (`agent bench "
+            "learner`). Run this "
             "benchmark on a CPU with native bfloat16 (the same command resumes from the last checkpoint), "
             "or use a config with distill.precision fp32 (another benchmark: its students are not "
             "comparable with these)."

@@ -299,7 +299,11 @@ def test_several_training_runs_are_judged_on_their_means_and_per_run_differences
     assert "**Seed 1000's methods began from 2 different sim-trained starts**" in markdown(flagged)
 
 
-def test_an_opd_variant_is_compared_with_opd_and_its_rivals_while_the_targets_stay_opds() -> None:
+def test_an_opd_variant_is_compared_with_opd_and_its_rivals_while_the_targets_stay_opds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agent.commands.eval import _print_transfer
+
     cfg = TransferConfig(methods=[*METHODS, "opd_novelty"], seeds=[1000, 2000])
     reports = runs_reports(cfg, {
         1000: {"sim_only": 150, "dagger": 184, "novelty": 178, "opd": 182, "opd_novelty": 188},
@@ -330,6 +334,8 @@ def test_an_opd_variant_is_compared_with_opd_and_its_rivals_while_the_targets_st
     assert "- opd_novelty vs opd: +5.0 points; the 95% CIs overlap." not in md  # the first run's: +3.0
     assert "- opd_novelty vs opd: +3.0 points; the 95% CIs overlap." in md
     assert "| opd_novelty | 93.0% |" in md
+    _print_transfer(report)
+    assert "variant opd_novelty: closes" in capsys.readouterr().out
 
 
 def test_targets_of_methods_not_run_are_not_measured() -> None:
@@ -555,7 +561,7 @@ def test_a_start_retrained_into_another_student_is_evaluated_again(
 def test_bfloat16_training_is_refused_where_the_cpu_would_emulate_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Emulated, a bfloat16 update cost 25x float32's: a benchmark method would train for a day."""
+    """Emulated, a bfloat16 update cost 12x float32's: a benchmark method would train for ~10 h."""
     import opd.transfer_benchmark as tb
 
     cfg = TransferConfig.from_dict({"methods": ["opd"], "train_config": "opd/configs/student_quick.yaml",

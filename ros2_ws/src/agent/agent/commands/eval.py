@@ -199,3 +199,14 @@ def _print_transfer(report: dict) -> None:
     for row in report["targets"]:
         result = {True: "PASS", False: "FAIL", None: "n/a"}[row["pass"]]
         console.print(f"{result:4}  {row['target']} ({row['goal']}): {target_value(row)} {row['note']}")
+    variants = (runs or report["derived"]).get("variants", {})
+    for name, variant in variants.items():  # beside the targets, which stay OPD's
+        rivals = [
+            f"{other} {v['mean' if runs else 'difference'] * 100:+.1f}"
+            for other, v in variant["vs"].items()
+            if v is not None
+        ]
+        console.print(
+            f"variant {name}: closes {pct(variant['gap_closed'])} of the gap; points vs {', '.join(rivals)}"
+            + (" (means over runs)" if runs else "")
+        )
