@@ -75,6 +75,42 @@ def quantile(x: np.ndarray, q: float) -> float:
     return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma  # numpy's _lerp
 
 
+class Recent:
+    """The newest `size` finite values pushed (a ring): the sample a quantile or a rank is taken over."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"size = {size} must be >= 1")
+        self._ring = np.zeros(size)
+        self.seen = 0  # finite values pushed in total
+
+    def push(self, values: np.ndarray) -> None:
+        """Append the finite ones of `values` (N,), the newest last; more than the ring keeps its newest."""
+        values = values[np.isfinite(values)][-self._ring.size :]
+        pos = (self.seen + np.arange(values.size)) % self._ring.size
+        self._ring[pos] = values
+        self.seen += values.size
+
+    def values(self) -> np.ndarray:
+        """(W,) the kept values, oldest first (W <= size)."""
+        size = self._ring.size
+        if self.seen < size:
+            return self._ring[: self.seen].copy()
+        return np.roll(self._ring, -(self.seen % size))
+
+    def kept(self) -> np.ndarray:
+        """(W,) the kept values in ring order, a view: for a quantile, whose multiset has no order."""
+        return self._ring[: len(self)]
+
+    def __len__(self) -> int:
+        return min(self.seen, self._ring.size)
+
+    def load(self, values: list[float]) -> None:
+        """Restore `values()` as saved (the newest `size` of them are kept)."""
+        self.seen = 0
+        self.push(np.asarray(values, np.float64))
+
+
 def scheduled(cfg: GateConfig, start: float, end: float, step: int) -> float:
     """`start` decayed towards `end` at learner `step` by `cfg`'s schedule."""
     if cfg.schedule == "constant" or cfg.decay_steps == 0:
@@ -203,23 +239,21 @@ class Gate:
         self._teacher = np.zeros(num_envs, bool)  # (N,) source of the last decision
         self._held = np.zeros(num_envs, np.int64)  # (N,) decisions the teacher has acted in a row
         self._disagree_since = np.full(num_envs, np.nan)  # (N,) s; NaN = skills agree
-        self._window = np.zeros(cfg.budget_window)  # ring of recent finite errors, stds
-        self._seen = 0  # finite errors recorded in total
+        self._window = Recent(cfg.budget_window)  # recent finite errors, stds
         self._beta = cfg.budget or 0.0  # calibrated quantile level: threshold = quantile(1 - beta)
         self.events: collections.deque[SwitchEvent] = collections.deque(maxlen=cfg.max_events)
         self.counts: collections.Counter[str] = collections.Counter()  # "teacher/holding" -> decisions
         self.switches = 0  # switches in total (`events` keeps the newest `max_events` of them)
 
     def _calibrated(self) -> bool:
-        seen = min(self._seen, self.cfg.budget_window)
-        return self.cfg.budget is not None and seen >= self.cfg.budget_min_samples
+        return self.cfg.budget is not None and len(self._window) >= self.cfg.budget_min_samples
 
     def threshold(self, step: int) -> float:
         """Switch-to-teacher threshold, stds: the schedule at learner `step`, or the calibrated quantile."""
         if step < 0:
             raise ValueError(f"step = {step} must be >= 0")
         if self._calibrated():
-            return quantile(self._window[: min(self._seen, self._window.size)], 1.0 - self._beta)
+            return quantile(self._window.kept(), 1.0 - self._beta)
         c = self.cfg
         return scheduled(c, c.threshold_start, c.threshold_end, step)
 
@@ -263,7 +297,7 @@ class Gate:
 
         self._held = np.where(teacher, self._held + 1, 0)
         self._teacher = teacher.copy()  # the decision's array is the caller's
-        self._record(error[np.isfinite(error)])
+        self._window.push(error)
         if calibrated and ok.any():
             beta = self._beta + self.cfg.budget_gain * (self.budget(step) - teacher[ok].mean())
             self._beta = min(max(float(beta), 0.0), 1.0)
@@ -288,12 +322,6 @@ class Gate:
         self._held[idx] = 0
         self._disagree_since[idx] = np.nan
 
-    def _record(self, errors: np.ndarray) -> None:
-        """Append finite errors to the ring; __init__ guarantees one decision fits."""
-        pos = (self._seen + np.arange(errors.size)) % self._window.size
-        self._window[pos] = errors
-        self._seen += errors.size
-
     def _vec(self, x: np.ndarray, dtype: type, name: str) -> np.ndarray:
         """`x` as an (N,) array of `dtype`; a wrong shape is the caller's bug, named."""
         x = np.asarray(x, dtype)
@@ -303,14 +331,11 @@ class Gate:
 
     def state_dict(self) -> dict:
         """Plain types only, so training checkpoints load with torch.load(weights_only=True)."""
-        size = self._window.size
-        oldest = self._seen % size if self._seen >= size else 0  # ring position of the oldest error
-        window = np.roll(self._window[: min(self._seen, size)], -oldest)  # (W,) oldest first
         return {
             "teacher": self._teacher.tolist(),
             "held": self._held.tolist(),
             "disagree_since": self._disagree_since.tolist(),
-            "window": window.tolist(),
+            "window": self._window.values().tolist(),  # oldest first
             "beta": self._beta,
             "counts": dict(self.counts),
             "switches": self.switches,
@@ -324,8 +349,7 @@ class Gate:
         self._teacher = np.asarray(state["teacher"], bool)
         self._held = np.asarray(state["held"], np.int64)
         self._disagree_since = np.asarray(state["disagree_since"], np.float64)
-        window = np.asarray(state["window"], np.float64)[-self._window.size :]
-        self._window[: window.size], self._seen = window, window.size
+        self._window.load(state["window"])
         self._beta = float(state["beta"])
         self.counts = collections.Counter(state["counts"])
         self.events.clear()

@@ -18,37 +18,7 @@ import collections
 
 import numpy as np
 
-
-class Recent:
-    """The newest `size` finite values pushed (a ring): the sample a quantile or a rank is taken over."""
-
-    def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError(f"size = {size} must be >= 1")
-        self._ring = np.zeros(size)
-        self.seen = 0  # finite values pushed in total
-
-    def push(self, values: np.ndarray) -> None:
-        """Append the finite ones of `values` (N,), the newest last; more than the ring keeps its newest."""
-        values = values[np.isfinite(values)][-self._ring.size :]
-        pos = (self.seen + np.arange(values.size)) % self._ring.size
-        self._ring[pos] = values
-        self.seen += values.size
-
-    def values(self) -> np.ndarray:
-        """(W,) the kept values, oldest first (W <= size)."""
-        size = self._ring.size
-        if self.seen < size:
-            return self._ring[: self.seen].copy()
-        return np.roll(self._ring, -(self.seen % size))
-
-    def __len__(self) -> int:
-        return min(self.seen, self._ring.size)
-
-    def load(self, values: list[float]) -> None:
-        """Restore `values()` as saved (the newest `size` of them are kept)."""
-        self.seen = 0
-        self.push(np.asarray(values, np.float64))
+from opd.gate import Recent
 
 
 class SignalMix:
