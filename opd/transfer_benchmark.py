@@ -340,7 +340,7 @@ def train_and_export(cfg: StudentTrainConfig, out: Path) -> int | None:
             "learner`). Run this "
             "benchmark on a CPU with native bfloat16 (the same command resumes from the last checkpoint), "
             "or use a config with distill.precision fp32 (another benchmark: its students are not "
-            "comparable with these)."
+            "comparable with these; opd/configs/transfer_wide_fp32_mix.yaml is transfer_wide_bf16_mix's)."
         )
     trainer = StudentTrainer(cfg, out)
     try:
