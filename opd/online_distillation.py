@@ -73,7 +73,7 @@ class DistillConfig(Config):
     skill_kl: float = Field(1.0, ge=0)  # weight of KL(teacher || student) on skill logits, 1
     params: float = Field(1.0, ge=0)  # weight of the masked parameter loss (half-range units), 1
     state_pred: float = Field(1.0, ge=0)  # weight of the state-prediction loss (teacher-state std units), 1
-    novelty: float = Field(1.0, ge=0)  # weight of the ensemble's own loss (method `novelty` only), 1
+    novelty: float = Field(1.0, ge=0)  # weight of the ensemble's own loss (its switches only), 1
     lr: float = Field(3e-4, gt=0)  # Adam learning rate
     batch_size: int = Field(64, ge=1)  # samples per update
     capacity: int = Field(20_000, ge=1)  # aligned samples kept (first in, first out), samples
@@ -689,19 +689,28 @@ class OnlineDistillation:
         )
 
     def acting_state(self) -> dict[str, dict[str, torch.Tensor]]:
-        """The acting student (without a fixed encoder) and predictor weights, copied under the lock: what
-        another process's acting copies take (`set_acting`)."""
+        """The acting student (without a fixed encoder), predictor and (for a gate that reads it) novelty
+        ensemble weights, copied under the lock: what another process's acting copies take
+        (`set_acting`)."""
         student = self._acting_state()
+        parts = {"predictor": self.acting_predictor, "novelty": self.acting_novelty}
         with self.lock:
-            predictor = {k: v.clone() for k, v in self.acting_predictor.state_dict().items()}
-        return {"student": student, "predictor": predictor}
+            copies = {
+                name: {k: v.clone() for k, v in m.state_dict().items()}
+                for name, m in parts.items()
+                if m is not None
+            }
+        return {"student": student, **copies}
 
     def set_acting(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
         """Load `acting_state()` of a learner of the same config into the acting copies, under the lock:
-        acting sees the old weights or the new ones, never a mix."""
+        acting sees the old weights or the new ones, never a mix. The ensemble too: a node's acting learner
+        never updates, so without it a novelty gate would read an untrained ensemble's disagreement."""
         with self.lock, torch.no_grad():
             self.acting.load_state_dict(state["student"], strict=not self._fixed_prefixes)
             self.acting_predictor.load_state_dict(state["predictor"])
+            if self.acting_novelty is not None:
+                self.acting_novelty.load_state_dict(state["novelty"])
 
     def get_policy(self) -> tuple[StudentPolicy, StatePredictor]:
         """The acting student and predictor (eval mode): what `export_artifact` writes."""

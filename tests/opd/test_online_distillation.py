@@ -198,6 +198,25 @@ def test_acting_uses_a_copy_that_only_sync_refreshes(contract, student_cfg):
     assert not all(torch.equal(a, b) for a, b in zip(before, learner.acting.parameters(), strict=True))
 
 
+@pytest.mark.parametrize("switch", ["novelty", "predictor_novelty"])
+def test_acting_state_carries_the_ensemble_a_novelty_gate_reads(contract, student_cfg, switch):
+    """A node's acting learner never updates: the learner process's ensemble must reach it with the
+    student and predictor, or its gate would read an untrained ensemble's disagreement."""
+    learner = make_learner(contract, student_cfg, switch=switch)
+    run(learner, 100)
+    for _ in range(5):
+        learner.update()
+    learner.sync_policy()
+    node = make_learner(contract, student_cfg, seed=1, learning=False, switch=switch)
+    untrained = {k: v.clone() for k, v in node.acting_novelty.state_dict().items()}
+    node.set_acting(learner.acting_state())
+    got, want = node.acting_novelty.state_dict(), learner.acting_novelty.state_dict()
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    assert any(not torch.equal(got[k], untrained[k]) for k in want)
+    emb = torch.randn(3, 32)
+    assert torch.equal(node.acting_novelty.disagreement(emb), learner.acting_novelty.disagreement(emb))
+
+
 def test_acting_goes_on_while_a_learner_thread_updates(contract, student_cfg):
     learner = make_learner(contract, student_cfg)
     run(learner, 100)

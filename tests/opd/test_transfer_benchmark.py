@@ -336,6 +336,11 @@ def test_an_opd_variant_is_compared_with_opd_and_its_rivals_while_the_targets_st
     assert "| opd_novelty | 93.0% |" in md
     _print_transfer(report)
     assert "variant opd_novelty: closes" in capsys.readouterr().out
+    cfg = TransferConfig(methods=["sim_only", "opd_novelty"], seeds=[1000, 2000])
+    counts = {s: {"sim_only": 150, "opd_novelty": 188} for s in (1000, 2000)}
+    alone = with_runs(runs_reports(cfg, counts), cfg)
+    _print_transfer(alone)
+    assert "variant opd_novelty: closes 82.6% of the gap; no rival run" in capsys.readouterr().out
 
 
 def test_targets_of_methods_not_run_are_not_measured() -> None:

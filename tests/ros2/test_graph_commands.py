@@ -153,3 +153,31 @@ def test_the_main_job_runs_the_committed_opd_student_on_the_proxy_with_the_gate(
     last = [line for line in out.stdout.splitlines() if line.startswith("[opd]")][-1]
     assert "OPD gate: teacher on" in last and "decisions" in last  # the gate decided, and says how
     assert "robot left on the safe action (skill 2: stop)" in out.stdout
+
+
+class _StartingSession:
+    """A session whose learner process has made no update and stops (error) on the given spin."""
+
+    def __init__(self, fails_on_spin: int | None) -> None:
+        self.spins, self.fails_on_spin = 0, fails_on_spin
+
+    def learner_updates(self) -> int:
+        return 0
+
+    def learner_error(self) -> BaseException | None:
+        failed = self.fails_on_spin is not None and self.spins >= self.fails_on_spin
+        return RuntimeError("Traceback ... ImportError: torch") if failed else None
+
+    def spin(self, seconds: float) -> None:
+        self.spins += 1
+
+
+def test_bench_warm_up_fails_at_once_with_why_when_the_learner_process_stopped() -> None:
+    from agent.commands.bench import wait_for_learning
+
+    session = _StartingSession(fails_on_spin=2)
+    with pytest.raises(RuntimeError, match="stopped before its first update: .*ImportError: torch"):
+        wait_for_learning(session, timeout_s=600.0)
+    assert session.spins == 2  # not the whole warm-up
+    with pytest.raises(RuntimeError, match="made no update in 0 s"):
+        wait_for_learning(_StartingSession(fails_on_spin=None), timeout_s=0.0)

@@ -224,6 +224,12 @@ class SimSession:
         process = getattr(opd, "learner_process", None)
         return None if process is None else process.updates
 
+    def learner_error(self) -> BaseException | None:
+        """Why the opd node's learner process stopped; None while it runs, or where nothing learns."""
+        opd, _ = self._opd_core()
+        process = getattr(opd, "learner_process", None)
+        return None if process is None else process.error
+
     def _gate(self) -> str:
         """The OPD node's gate in one line: who acted how often, and its last decision."""
         opd, learner = self._opd_core()

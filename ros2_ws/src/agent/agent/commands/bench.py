@@ -224,11 +224,13 @@ LEARNER_START_S = 120.0
 
 def wait_for_learning(session: Any, timeout_s: float) -> None:
     """With a learner, spin on until its first update: figures "beside learning" taken while it was still
-    starting would be a loop without learning."""
+    starting would be a loop without learning. A learner that stopped meanwhile fails at once, with why."""
     if session.learner_updates() is None:
         return
     end = time.monotonic() + timeout_s
     while session.learner_updates() == 0:
+        if (error := session.learner_error()) is not None:
+            raise RuntimeError(f"the opd node's learner process stopped before its first update: {error}")
         if time.monotonic() > end:
             raise RuntimeError(f"the opd node's learner made no update in {timeout_s:g} s of warm-up")
         session.spin(0.5)

@@ -206,7 +206,8 @@ def _print_transfer(report: dict) -> None:
             for other, v in variant["vs"].items()
             if v is not None
         ]
+        versus = f"; points vs {', '.join(rivals)}" if rivals else "; no rival run"
         console.print(
-            f"variant {name}: closes {pct(variant['gap_closed'])} of the gap; points vs {', '.join(rivals)}"
+            f"variant {name}: closes {pct(variant['gap_closed'])} of the gap{versus}"
             + (" (means over runs)" if runs else "")
         )
