@@ -352,6 +352,17 @@ def test_drive_opd_without_a_teacher_lets_the_student_act_alone(
     assert_commands_pair_up(probe, codec, executor)
 
 
+def test_a_novelty_gate_without_learning_is_warned_about(
+    start_opd: Start, tiny_artifact: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """An artifact holds no novelty ensemble: without `learn` nothing trains one, and the user is told."""
+    for switch, warned in (("novelty", True), ("predictor", False)):
+        path = tmp_path / f"{switch}.yaml"
+        path.write_text(yaml.safe_dump({"opd": {"switch": switch}}))
+        start_opd(tiny_artifact, drive="opd", opd_config=str(path))
+        assert ("the gate reads an untrained ensemble" in capfd.readouterr().err) == warned
+
+
 def test_learning_online_publishes_student_versions(
     start_opd: Start, tiny_artifact: Path, tmp_path: Path
 ) -> None:

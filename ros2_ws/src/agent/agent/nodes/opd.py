@@ -112,6 +112,11 @@ class OpdNode(AgentNode):
                     nice=s["learn_nice"], versions_dir=versions, version_every_s=s["version_every_s"],
                 )  # fmt: skip
                 self.learner_process = LearnerProcess(self.learner, spec, self.announce_version)
+            elif self.learner.acting_novelty is not None:
+                self.get_logger().warning(
+                    f"opd switch {self.learner.cfg.switch!r} without learn: an artifact holds no novelty "
+                    "ensemble and nothing trains one here, so the gate reads an untrained ensemble"
+                )
             self.stream = DecisionStream(self.learner)
         self.codec = ActionCodec(self.contract)
         self.mapping = TwistMapping(self.contract)
