@@ -368,7 +368,13 @@ class Replay:
         opd_config = self.cfg.opd_config or opd_params.get("opd_config") or str(DEFAULT_OPD_CONFIG)
         teacher = self.cfg.teacher or opd_params.get("teacher_checkpoint") or default_teacher(self.artifact)
         self.used = {"opd_config": str(opd_config), "teacher": str(teacher)}
-        return load_learner(self.artifact, from_root(teacher), from_root(opd_config), learning=False)
+        learner = load_learner(self.artifact, from_root(teacher), from_root(opd_config), learning=False)
+        if learner.acting_novelty is not None:
+            log.warning(
+                "%s: switch %r reads a novelty ensemble, which no artifact holds: the replayed gate reads an "
+                "untrained one, not the one the live run trained", opd_config, learner.cfg.switch,
+            )  # fmt: skip
+        return learner
 
     def _decide(self, bag: BagInput, rec: Recorded, frames: list[Frame]) -> dict[str, Any]:
         """Pass 3 on one torch thread: its operations are tiny (batch 1), and a second thread only waits

@@ -105,6 +105,15 @@ def test_without_a_teacher_stream_the_student_acts_alone_and_the_report_says_so(
     assert result["prediction_error"] == {} and result["agreement"] == {"pairs": 0}
 
 
+def test_a_novelty_gate_is_warned_about_since_no_artifact_holds_its_ensemble(split_bag, tmp_path, caplog):
+    for switch, warned in (("novelty", True), ("predictor", False)):
+        opd = tmp_path / f"{switch}.yaml"
+        opd.write_text(f"opd:\n  switch: {switch}\n")
+        caplog.clear()
+        Replay(split_bag, ARTIFACT, load_config(None).model_copy(update={"opd_config": str(opd)})).run()
+        assert ("the replayed gate reads an untrained one" in caplog.text) == warned
+
+
 def test_reuse_state_is_refused_without_embeddings_from_this_artifact(split_bag) -> None:
     with pytest.raises(BagError, match="no recorded state embeddings"):
         Replay(split_bag, ARTIFACT, load_config(None), reuse_state=True).run()
