@@ -41,9 +41,9 @@ class SignalMix:
         out = np.full(disagreement.shape, np.nan)
         known = np.isfinite(disagreement)
         if known.any():
-            recent = np.sort(self.disagreements.values())  # (W,)
+            recent = np.sort(self.disagreements.kept())  # (W,)
             r = np.searchsorted(recent, disagreement[known], side="right") / recent.size  # (n,) in [0, 1]
-            out[known] = np.quantile(self.errors.values(), r)
+            out[known] = np.quantile(self.errors.kept(), r)
         return out
 
     def __call__(self, error: np.ndarray, disagreement: np.ndarray) -> np.ndarray:
