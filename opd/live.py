@@ -3,6 +3,7 @@ artifacts (the learner itself runs in a process of its own: `opd.learner_process
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -19,7 +20,7 @@ import yaml
 from opd.evaluation import load_teacher
 from opd.online_distillation import OnlineDistillation, OPDConfig, learner_from_artifact
 from policies.artifact import MANIFEST, Artifact, sha256_file
-from policies.export import export_head_version
+from policies.export import Novelty, export_head_version
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
 from sim.config import PROJECT_ROOT, from_root
@@ -81,9 +82,10 @@ def load_learner(
 class VersionWriter:
     """Writes the acting student as new artifact versions, so the nodes that deploy it can swap to it.
 
-    Every `every_s` (monotonic) the learner process calls `write`: the acting head and predictor, copied
-    under the learner's lock, become `root/vNNNNNN` (`policies.export.export_head_version`: the base's
-    encoder files verbatim, new hashes, written atomically), and `on_version(path, number)` announces it.
+    Every `every_s` (monotonic) the learner process calls `write`: the acting head and predictor (and a
+    novelty gate's ensemble), copied under the learner's lock, become `root/vNNNNNN`
+    (`policies.export.export_head_version`: the base's encoder files verbatim, new hashes, written
+    atomically), and `on_version(path, number)` announces it.
     The export runs in a child process at low priority: torch's ONNX exporter is seconds of pure Python, and
     in this process it held the GIL against the control loop (measured: image -> command p99 173 ms and 412
     missed cycles in 5 min with a version a minute; docs/graph_learning.md). Only the newest `keep` versions
@@ -107,13 +109,16 @@ class VersionWriter:
     def write(self, learner: OnlineDistillation) -> Path | None:
         """Export the acting student now; returns the version's directory (None if the export failed)."""
         self._last = time.monotonic()
-        student, predictor = learner.snapshot_policy()
+        student, predictor, novelty = learner.snapshot_policy()
         number = self.number + 1
         path = self.root / f"v{number:06d}"
         self.root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.root, prefix=".weights-") as tmp:
             torch.save(student.state_dict(), Path(tmp) / "student.pt")
             torch.save(predictor.state_dict(), Path(tmp) / "predictor.pt")
+            if novelty is not None:
+                torch.save(novelty.state, Path(tmp) / Novelty.FILE)
+                (Path(tmp) / "novelty.json").write_text(json.dumps(novelty.config))
             cmd = [sys.executable, "-m", "opd.live", str(self.base.root), tmp, str(path), str(number)]
             done = subprocess.run(cmd, capture_output=True, text=True, check=False)  # releases the GIL
         if done.returncode != 0:
@@ -137,7 +142,11 @@ def export_version_main(argv: list[str]) -> None:
     student.load_state_dict(torch.load(Path(weights) / "student.pt", weights_only=True))
     predictor = StatePredictor(PredictorConfig.from_dict(config["predictor"]))
     predictor.load_state_dict(torch.load(Path(weights) / "predictor.pt", weights_only=True))
-    export_head_version(base, student, predictor, out, int(number))
+    novelty = None
+    if (Path(weights) / Novelty.FILE).is_file():
+        state = torch.load(Path(weights) / Novelty.FILE, weights_only=True)
+        novelty = Novelty(json.loads((Path(weights) / "novelty.json").read_text()), state)
+    export_head_version(base, student, predictor, out, int(number), novelty)
 
 
 if __name__ == "__main__":

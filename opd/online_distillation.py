@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
@@ -56,6 +56,9 @@ from policies.image_encoder import widen_positions
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy
+
+if TYPE_CHECKING:
+    from policies.export import Novelty
 
 log = logging.getLogger(__name__)
 Switch = Literal["predictor", "novelty", "predictor_novelty", "student", "teacher"]
@@ -717,11 +720,25 @@ class OnlineDistillation:
         with self.lock:
             return self.acting, self.acting_predictor
 
-    def snapshot_policy(self) -> tuple[StudentPolicy, StatePredictor]:
-        """Copies of the acting student and predictor taken under the lock: one consistent version, which
-        later updates do not touch (for exporting while learning goes on)."""
+    def snapshot_policy(self) -> tuple[StudentPolicy, StatePredictor, Novelty | None]:
+        """Copies of the acting student, predictor and (for a gate that reads it) novelty ensemble taken
+        under the lock: one consistent version, which later updates do not touch (for exporting while
+        learning goes on)."""
         with self.lock:
-            return copy.deepcopy(self.acting), copy.deepcopy(self.acting_predictor)
+            return copy.deepcopy(self.acting), copy.deepcopy(self.acting_predictor), self._novelty_export()
+
+    def novelty_export(self) -> Novelty | None:
+        """The acting novelty ensemble as an artifact carries it (None without one), copied under the lock."""
+        with self.lock:
+            return self._novelty_export()
+
+    def _novelty_export(self) -> Novelty | None:
+        from policies.export import Novelty  # the exporter's imports (onnx) cost the node's start-up 0.7 s
+
+        if self.acting_novelty is None:
+            return None
+        state = {k: v.clone() for k, v in self.acting_novelty.state_dict().items()}
+        return Novelty(self.cfg.novelty.model_dump(mode="json"), state)
 
     # ---- checkpoints -----------------------------------------------------------------------------------
     def save(self) -> dict[str, Any]:
@@ -779,13 +796,18 @@ class OnlineDistillation:
 def learner_from_artifact(
     artifact: Artifact, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int = 1, learning: bool = True
 ) -> OnlineDistillation:
-    """The OPD learner of a deployed student: the artifact's head and predictor (its torch weights, verified
-    by the artifact's hashes) on the state embeddings of its fixed encoder, as the live node runs it."""
+    """The OPD learner of a deployed student: the artifact's head, predictor and novelty ensemble if it
+    has one (its torch weights, verified by the artifact's hashes) on the state embeddings of its fixed
+    encoder, as the live node runs it."""
     manifest = artifact.manifest
     student_cfg = StudentConfig.from_dict(manifest["config"]["student"], f"{artifact.root}: config.student")
     predictor_cfg = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
     distill = cfg.distill.model_copy(update={"train_encoder": False})
-    cfg = cfg.model_copy(update={"predictor": predictor_cfg, "distill": distill})
+    update: dict[str, Any] = {"predictor": predictor_cfg, "distill": distill}
+    novelty = manifest["config"].get("novelty")  # the shape of the ensemble it carries
+    if novelty is not None:
+        update["novelty"] = NoveltyConfig.from_dict(novelty, f"{artifact.root}: config.novelty")
+    cfg = cfg.model_copy(update=update)
     with _no_weight_init():  # every weight comes from the artifact just below
         student = StudentPolicy(student_cfg, artifact.contract)
     learner = OnlineDistillation(student, teacher, cfg, num_envs, learning=learning)
@@ -796,8 +818,9 @@ def learner_from_artifact(
 def load_artifact_weights(
     learner: OnlineDistillation, artifact: Artifact, new_memory: bool = False, wider: bool = False
 ) -> None:
-    """The artifact's student and predictor torch weights (verified by its hashes) into the learner and its
-    acting copies; weights that do not fit the learner are one error naming the artifact.
+    """The artifact's student and predictor torch weights (verified by its hashes), and its novelty
+    ensemble's where both it and the learner have one, into the learner and its acting copies; weights that
+    do not fit the learner are one error naming the artifact.
 
     `new_memory`: the artifact's head has no memory and the learner's head keeps its own (freshly built,
     zero-projection) `FrameMemory`, so it starts out acting as the artifact's student.
@@ -817,6 +840,8 @@ def load_artifact_weights(
             raise RuntimeError(f"missing keys {sorted(set(missing) - kept)}, unexpected {sorted(unexpected)}")
         predictor = torch.load(artifact.path(weights["predictor"]), weights_only=True)
         learner.predictor.load_state_dict(predictor)
+        if learner.novelty is not None and "novelty" in weights:
+            learner.novelty.load_state_dict(torch.load(artifact.path(weights["novelty"]), weights_only=True))
     except (RuntimeError, KeyError) as err:
         raise ValueError(f"{artifact.root}: weights do not fit the learner's config: {err}") from None
     learner.sync_policy()

@@ -369,10 +369,12 @@ class Replay:
         teacher = self.cfg.teacher or opd_params.get("teacher_checkpoint") or default_teacher(self.artifact)
         self.used = {"opd_config": str(opd_config), "teacher": str(teacher)}
         learner = load_learner(self.artifact, from_root(teacher), from_root(opd_config), learning=False)
-        if learner.acting_novelty is not None:
+        carried = "novelty" in self.artifact.manifest["weights"]
+        if learner.acting_novelty is not None and not carried:
             log.warning(
-                "%s: switch %r reads a novelty ensemble, which no artifact holds: the replayed gate reads an "
-                "untrained one, not the one the live run trained", opd_config, learner.cfg.switch,
+                "%s: switch %r reads a novelty ensemble, which artifact %s does not hold (its student was "
+                "not distilled with one): the replayed gate reads an untrained one",
+                opd_config, learner.cfg.switch, self.artifact.root,
             )  # fmt: skip
         return learner
 

@@ -362,7 +362,8 @@ class StudentTrainer:
         return self.out / "student.pt"
 
     def export_artifact(self) -> Path:
-        """OUT/artifact: the deployable student (ONNX graphs, weights, manifest) of `export()`'s weights."""
+        """OUT/artifact: the deployable student (ONNX graphs, weights, manifest) of `export()`'s weights,
+        with the acting novelty ensemble for a method that gates on one."""
         from opd.live import teacher_record
         from policies.export import export_artifact
 
@@ -374,6 +375,7 @@ class StudentTrainer:
             student_weights=self.out / "student.pt",
             predictor_weights=self.out / "predictor.pt",
             teacher=teacher_record(self.cfg.teacher),
+            novelty=self.learner.novelty_export(),
         )
 
 
@@ -390,10 +392,10 @@ def checkpoints(ckpt_dir: Path) -> list[Path]:
 def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = None, **options: Any) -> Path:
     """OUT: the deployable student of a run's checkpoint (the newest, or the one at `step` decisions), to
     evaluate a run while it goes on (`agent eval student --artifact OUT`); the run is only read. The
-    acting student's weights are exported: the learner's, or their average with `acting_ema`.
-    `options`: `export_artifact`'s int8 and calibration."""
+    acting student's weights are exported: the learner's, or their average with `acting_ema`, and a novelty
+    gate's ensemble with them. `options`: `export_artifact`'s int8 and calibration."""
     from opd.live import teacher_record
-    from policies.export import export_artifact
+    from policies.export import Novelty, export_artifact
 
     ckpt_dir = Path(run_dir) / "checkpoints"
     ckpts = checkpoints(ckpt_dir)
@@ -408,6 +410,8 @@ def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = N
     contract = load_teacher(from_root(cfg.teacher)).contract
     learner = torch.load(path, weights_only=True)["learner"]
     acting = {**learner["student"], **(learner.get("acting") or {})}  # an average without a fixed encoder
+    novelty = learner.get("novelty")
+    novelty = None if novelty is None else Novelty(cfg.opd.novelty.model_dump(mode="json"), novelty)
     with tempfile.TemporaryDirectory(prefix="agent-export-") as tmp:
         weights = {name: Path(tmp) / f"{name}.pt" for name in ("student", "predictor")}
         torch.save(acting, weights["student"])
@@ -416,7 +420,7 @@ def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = N
             return export_artifact(
                 out, student_cfg, contract, cfg.opd.predictor,
                 student_weights=weights["student"], predictor_weights=weights["predictor"],
-                teacher=teacher_record(cfg.teacher), **options,
+                teacher=teacher_record(cfg.teacher), novelty=novelty, **options,
             )  # fmt: skip
         except RuntimeError as err:  # torch's load_state_dict: weights of another architecture
             raise ValueError(f"{path}: its weights do not fit {cfg.student_config}: {err}") from None

@@ -1,7 +1,8 @@
 """Export the student (encoder + deterministic head) and the state predictor as one artifact directory.
 
 Files: encoder.onnx, policy.onnx, predictor.onnx (and encoder.int8.onnx with `int8=True`), the torch
-weights they came from (student.pt, predictor.pt, for the `torch` reference backend), and manifest.json.
+weights they came from (student.pt, predictor.pt, for the `torch` reference backend), manifest.json, and
+for a student distilled with a novelty gate its ensemble's weights (novelty.pt).
 
 The predictor's output width is the robot's privileged (teacher-side) state width, never set by hand: the
 manifest names its columns, in order, in `models.predictor.fields`.
@@ -17,9 +18,11 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -55,6 +58,7 @@ def export_artifact(
     calibration: str | Path | None = None,
     seed: int = 0,
     teacher: dict[str, str] | None = None,
+    novelty: Novelty | None = None,
 ) -> Path:
     """Build the models (loading weights when given), export them and write the manifest.
 
@@ -68,6 +72,8 @@ def export_artifact(
         teacher: the teacher it was distilled from, {"checkpoint": path as configured, "sha256": its hash}
             (`opd.live.teacher_record`): its predictor predicts what that teacher sees, so the OPD core
             deploys it with that teacher by default (`opd.live.default_teacher`).
+        novelty: the novelty gate's trained ensemble, for a student distilled with one (`novelty.pt`): a
+            gate that reads it on the live graph or in a replay then reads this one, not an untrained one.
     """
     out_dir = Path(out_dir)
     student_cfg = student_cfg or StudentConfig.from_yaml(DEFAULT_STUDENT_CONFIG)
@@ -113,7 +119,11 @@ def export_artifact(
             models["encoder"]["int8_calibration"] = str(calibration) if calibration else "synthetic"
         torch.save(student.state_dict(), tmp / "student.pt")
         torch.save(predictor.state_dict(), tmp / "predictor.pt")
+        if novelty is not None:
+            novelty.save(tmp)
         manifest = _manifest(student_cfg, contract, predictor_cfg, models, sources, tmp)
+        if novelty is not None:
+            novelty.describe(manifest, "trained with the student")
         if teacher is not None:
             manifest["teacher"] = teacher
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
@@ -124,10 +134,36 @@ def export_artifact(
 HEAD_FILES = ("policy.onnx", "predictor.onnx", "student.pt", "predictor.pt")  # what a head version rewrites
 
 
+@dataclass(frozen=True)
+class Novelty:
+    """A novelty gate's ensemble as an artifact carries it: its config (`opd.novelty.NoveltyConfig`, as a
+    dict: policies/ does not build it) and its weights (the `EnsembleNovelty` state dict)."""
+
+    config: dict[str, Any]
+    state: dict[str, torch.Tensor]
+
+    FILE: ClassVar[str] = "novelty.pt"
+
+    def save(self, root: Path) -> None:
+        torch.save(self.state, root / self.FILE)
+
+    def describe(self, manifest: dict, source: str) -> None:
+        """Name the ensemble in `manifest` (written after `save`: its file entry is already there)."""
+        manifest["config"]["novelty"] = self.config
+        manifest["weights"]["novelty"] = self.FILE
+        manifest["weights_source"] = {**manifest.get("weights_source", {}), "novelty": source}
+
+
 def export_head_version(
-    base: Artifact, student: StudentPolicy, predictor: StatePredictor, out_dir: str | Path, number: int
+    base: Artifact,
+    student: StudentPolicy,
+    predictor: StatePredictor,
+    out_dir: str | Path,
+    number: int,
+    novelty: Novelty | None = None,
 ) -> Path:
-    """A new version of `base` whose head and predictor are `student`'s and `predictor`'s (learnt online).
+    """A new version of `base` whose head and predictor are `student`'s and `predictor`'s (learnt online),
+    and whose novelty ensemble is `novelty`'s when given (else the base's, if it has one).
 
     The encoder files are the base's, byte for byte (the live learner trains the head on the embeddings of
     that fixed encoder, and a re-export could differ in bytes), so the encoder node keeps its sessions. The
@@ -138,8 +174,9 @@ def export_head_version(
     out_dir = Path(out_dir)
     manifest = json.loads((base.root / MANIFEST).read_text())
     with _written_atomically(out_dir) as tmp:
+        rewritten = HEAD_FILES + ((Novelty.FILE,) if novelty is not None else ())
         for name in manifest["files"]:
-            if name not in HEAD_FILES:  # the encoder's files: linked, or copied across file systems
+            if name not in rewritten:  # the encoder's files: linked, or copied across file systems
                 try:
                     (tmp / name).hardlink_to(base.path(name))
                 except OSError:
@@ -155,6 +192,9 @@ def export_head_version(
             manifest["models"][name] = entry
         torch.save(student.state_dict(), tmp / "student.pt")
         torch.save(predictor.state_dict(), tmp / "predictor.pt")
+        if novelty is not None:
+            novelty.save(tmp)
+            novelty.describe(manifest, "online (OPD)")
         manifest["version"] = {"number": number, "parent_manifest_sha256": sha256_file(base.root / MANIFEST),
                                "created_utc": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
         manifest["weights_source"] = {**manifest.get("weights_source", {}), "student": "online (OPD)",

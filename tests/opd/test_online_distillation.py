@@ -422,6 +422,31 @@ def test_the_learner_process_trains_beside_acting_and_its_versions_deploy(contra
     assert VersionWriter(base, tmp_path / "versions", 60.0, lambda p, n: None).number == number  # resumes
 
 
+def test_a_version_of_a_novelty_gated_student_carries_its_ensemble(contract, student_cfg, tmp_path):
+    """What the live learner publishes for a novelty gate: its acting ensemble, which a learner built from
+    the version (a restarted node, a replay) reads instead of an untrained one."""
+    import yaml
+
+    from opd.live import VersionWriter, load_learner
+    from policies.artifact import Artifact
+
+    base, teacher, opd_yaml = live_base(contract, student_cfg, tmp_path)
+    novelty_yaml = tmp_path / "novelty.yaml"
+    novelty_yaml.write_text(yaml.safe_dump({"opd": {"switch": "novelty"}}))
+    learner = load_learner(base, teacher, novelty_yaml, learning=False)
+    with torch.no_grad():  # a learnt ensemble: its weights moved
+        for p in learner.acting_novelty.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    want = learner.acting_novelty.state_dict()
+    version = Artifact.load(VersionWriter(base, tmp_path / "v", 60.0, lambda p, n: None).write(learner))
+    assert version.manifest["weights_source"]["novelty"] == "online (OPD)"
+    deployed = load_learner(version, teacher, novelty_yaml, learning=False).acting_novelty.state_dict()
+    assert all(torch.equal(deployed[k], want[k]) for k in want)
+    writer = VersionWriter(base, tmp_path / "p", 60.0, lambda p, n: None)
+    plain = Artifact.load(writer.write(load_learner(base, teacher, opd_yaml)))  # a gate without one
+    assert "novelty" not in plain.manifest["weights"]
+
+
 def test_a_learner_process_that_fails_says_why_and_acting_goes_on(contract, student_cfg, tmp_path):
     from opd.learner_process import LearnerProcess, LearnerSpec
     from opd.live import load_learner

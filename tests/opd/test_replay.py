@@ -105,12 +105,24 @@ def test_without_a_teacher_stream_the_student_acts_alone_and_the_report_says_so(
     assert result["prediction_error"] == {} and result["agreement"] == {"pairs": 0}
 
 
-def test_a_novelty_gate_is_warned_about_since_no_artifact_holds_its_ensemble(split_bag, tmp_path, caplog):
-    for switch, warned in (("novelty", True), ("predictor", False)):
+def test_a_novelty_gate_is_warned_about_where_the_artifact_holds_no_ensemble(
+    split_bag, artifact, tmp_path, caplog
+) -> None:
+    from opd.novelty import EnsembleNovelty, NoveltyConfig
+    from policies.export import Novelty, export_head_version
+    from policies.runtime.torch_backend import build_module
+
+    ensemble = EnsembleNovelty(artifact.manifest["config"]["student"]["encoder"]["embed_dim"],
+                               artifact.contract, NoveltyConfig())  # fmt: skip
+    novelty = Novelty(NoveltyConfig().model_dump(mode="json"), ensemble.state_dict())
+    student, predictor = build_module(artifact, "policy").policy, build_module(artifact, "predictor")
+    carrying = export_head_version(artifact, student, predictor, tmp_path / "carrying", 1, novelty)
+    for switch, root, warned in (("novelty", ARTIFACT, True), ("predictor", ARTIFACT, False),
+                                 ("novelty", carrying, False)):  # fmt: skip
         opd = tmp_path / f"{switch}.yaml"
         opd.write_text(f"opd:\n  switch: {switch}\n")
         caplog.clear()
-        Replay(split_bag, ARTIFACT, load_config(None).model_copy(update={"opd_config": str(opd)})).run()
+        Replay(split_bag, root, load_config(None).model_copy(update={"opd_config": str(opd)})).run()
         assert ("the replayed gate reads an untrained one" in caplog.text) == warned
 
 

@@ -209,6 +209,39 @@ def test_a_checkpoint_exports_as_an_artifact_while_the_run_goes_on(tmp_path: Pat
     assert done.returncode == 2 and "not --config" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_novelty_gated_students_artifacts_carry_its_trained_ensemble(tmp_path: Path) -> None:
+    """The run's artifact and a checkpoint's carry the ensemble the gate read while training, and a learner
+    built from them (the opd node's, replay's) reads that one, in the artifact's shape."""
+    from opd.live import load_learner
+    from opd.student_training import export_checkpoint
+    from policies.artifact import Artifact, ArtifactError
+
+    out = tmp_path / "run"
+    opd = {"distill": {"batch_size": 16, "capacity": 400}, "novelty": {"members": 3},
+           "gate": {"budget": 0.5, "budget_min_samples": 20, "budget_window": 200}}  # fmt: skip
+    cfg = tiny(tmp_path, method="novelty", opd=opd)
+    trainer = StudentTrainer(cfg, out)
+    trainer.run()
+    trained = trainer.learner.acting_novelty.state_dict()
+    ckpt = torch.load(out / "checkpoints" / f"step_{240:09d}.pt", weights_only=True)["learner"]["novelty"]
+    opd_yaml = tmp_path / "opd.yaml"  # the deploying config's own ensemble shape: the artifact's wins
+    opd_yaml.write_text(yaml.safe_dump({"opd": {"switch": "novelty", "novelty": {"members": 5}}}))
+    exported = (trainer.export_artifact(), trained), (export_checkpoint(out, tmp_path / "ckpt"), ckpt)
+    for root, want in exported:
+        artifact = Artifact.load(root)
+        assert artifact.manifest["config"]["novelty"]["members"] == 3
+        learner = load_learner(artifact, cfg.teacher, opd_yaml, learning=False)
+        got = learner.acting_novelty.state_dict()
+        assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    (root / "novelty.pt").write_bytes((root / "novelty.pt").read_bytes()[:-8])  # a crash mid-copy, say
+    with pytest.raises(ArtifactError, match="novelty.pt"):
+        Artifact.load(root)
+    plain = tmp_path / "opd_run"  # a method without the ensemble exports none
+    opd_trainer = StudentTrainer(tiny(tmp_path, total_steps=120), plain)
+    opd_trainer.run()
+    assert "novelty" not in Artifact.load(opd_trainer.export_artifact()).manifest["weights"]
+
+
 SHIPPED = sorted((PROJECT_ROOT / "opd" / "configs").glob("student*.yaml"))
 
 

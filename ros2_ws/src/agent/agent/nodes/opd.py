@@ -112,9 +112,9 @@ class OpdNode(AgentNode):
                     nice=s["learn_nice"], versions_dir=versions, version_every_s=s["version_every_s"],
                 )  # fmt: skip
                 self.learner_process = LearnerProcess(self.learner, spec, self.announce_version)
-            elif self.learner.acting_novelty is not None:
+            elif self.learner.acting_novelty is not None and "novelty" not in artifact.manifest["weights"]:
                 self.get_logger().warning(
-                    f"opd switch {self.learner.cfg.switch!r} without learn: an artifact holds no novelty "
+                    f"opd switch {self.learner.cfg.switch!r} without learn: the artifact holds no novelty "
                     "ensemble and nothing trains one here, so the gate reads an untrained ensemble"
                 )
             self.stream = DecisionStream(self.learner)
