@@ -816,11 +816,15 @@ def learner_from_artifact(
 
 
 def load_artifact_weights(
-    learner: OnlineDistillation, artifact: Artifact, new_memory: bool = False, wider: bool = False
+    learner: OnlineDistillation,
+    artifact: Artifact,
+    new_memory: bool = False,
+    wider: bool = False,
+    novelty: bool = True,
 ) -> None:
-    """The artifact's student and predictor torch weights (verified by its hashes), and its novelty
-    ensemble's where both it and the learner have one, into the learner and its acting copies; weights that
-    do not fit the learner are one error naming the artifact.
+    """The artifact's student and predictor torch weights (verified by its hashes), and with `novelty` its
+    novelty ensemble's where both it and the learner have one, into the learner and its acting copies;
+    weights that do not fit the learner are one error naming the artifact.
 
     `new_memory`: the artifact's head has no memory and the learner's head keeps its own (freshly built,
     zero-projection) `FrameMemory`, so it starts out acting as the artifact's student.
@@ -840,7 +844,7 @@ def load_artifact_weights(
             raise RuntimeError(f"missing keys {sorted(set(missing) - kept)}, unexpected {sorted(unexpected)}")
         predictor = torch.load(artifact.path(weights["predictor"]), weights_only=True)
         learner.predictor.load_state_dict(predictor)
-        if learner.novelty is not None and "novelty" in weights:
+        if novelty and learner.novelty is not None and "novelty" in weights:
             learner.novelty.load_state_dict(torch.load(artifact.path(weights["novelty"]), weights_only=True))
     except (RuntimeError, KeyError) as err:
         raise ValueError(f"{artifact.root}: weights do not fit the learner's config: {err}") from None

@@ -40,6 +40,7 @@ import yaml
 from pydantic import Field
 
 from opd.evaluation import load_teacher, training_reset_seed
+from opd.novelty import NoveltyConfig
 from opd.online_distillation import OnlineDistillation, OPDConfig, load_artifact_weights
 from opd.teacher_training import _stop_on_signals
 from policies.artifact import MANIFEST, Artifact, sha256_file
@@ -314,7 +315,8 @@ class StudentTrainer:
 
     def _init_from(self, artifact: Artifact) -> None:
         """Start from a deployed student: its weights (hash-verified), refused unless its architecture and
-        contract are this run's (a mismatch named, not a shape error deep in torch)."""
+        contract are this run's (a mismatch named, not a shape error deep in torch). A novelty ensemble it
+        carries starts this run's where both have the same shape; otherwise this run's starts afresh."""
         manifest = artifact.manifest
         theirs = StudentConfig.from_dict(manifest["config"]["student"], f"{artifact.root}: config.student")
         ours = self.student_cfg
@@ -335,9 +337,19 @@ class StudentTrainer:
         predictor = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
         if predictor != self.learner.predictor_cfg:
             raise ValueError(f"{artifact.root}: its predictor config differs from this run's")
-        load_artifact_weights(self.learner, artifact, new_memory, wider)
+        theirs_novelty = manifest["config"].get("novelty") if self.learner.novelty is not None else None
+        ours_novelty = self.learner.cfg.novelty
+        same_novelty = theirs_novelty is not None and (
+            NoveltyConfig.from_dict(theirs_novelty, f"{artifact.root}: config.novelty") == ours_novelty
+        )
+        if theirs_novelty is not None and not same_novelty:
+            log.warning("%s: its novelty ensemble %s is not this run's shape %s: this run's starts afresh",
+                        artifact.root, theirs_novelty, ours_novelty.model_dump())  # fmt: skip
+        load_artifact_weights(self.learner, artifact, new_memory, wider, novelty=same_novelty)
         origin = {"artifact": str(artifact.root), "manifest_sha256": sha256_file(artifact.root / MANIFEST),
                   "weights_sha256": artifact.weights_hash}  # fmt: skip
+        if theirs_novelty is not None:
+            origin["novelty"] = "the artifact's ensemble" if same_novelty else "a fresh one (another shape)"
         (self.out / "init_from.json").write_text(json.dumps(origin, indent=2) + "\n")
         log.info("initialised from %s (manifest sha256 %s)", artifact.root, origin["manifest_sha256"][:16])
 

@@ -211,7 +211,8 @@ def test_a_checkpoint_exports_as_an_artifact_while_the_run_goes_on(tmp_path: Pat
 
 def test_a_novelty_gated_students_artifacts_carry_its_trained_ensemble(tmp_path: Path) -> None:
     """The run's artifact and a checkpoint's carry the ensemble the gate read while training, and a learner
-    built from them (the opd node's, replay's) reads that one, in the artifact's shape."""
+    built from them (the opd node's, replay's) reads that one, in the artifact's shape; a run started from
+    the artifact continues it where the shapes agree and starts its own afresh where not."""
     from opd.live import load_learner
     from opd.student_training import export_checkpoint
     from policies.artifact import Artifact, ArtifactError
@@ -233,6 +234,15 @@ def test_a_novelty_gated_students_artifacts_carry_its_trained_ensemble(tmp_path:
         learner = load_learner(artifact, cfg.teacher, opd_yaml, learning=False)
         got = learner.acting_novelty.state_dict()
         assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    for members, continued in ((3, True), (5, False)):
+        shaped = {**opd, "novelty": {"members": members}}
+        started = tiny(tmp_path, method="novelty", init_from=str(root), opd=shaped)
+        tuned = StudentTrainer(started, tmp_path / f"t{members}")
+        tuned._resume()
+        got = tuned.learner.acting_novelty.state_dict()
+        assert (got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)) == continued
+        origin = json.loads((tmp_path / f"t{members}" / "init_from.json").read_text())
+        assert origin["novelty"].startswith("the artifact's" if continued else "a fresh")
     (root / "novelty.pt").write_bytes((root / "novelty.pt").read_bytes()[:-8])  # a crash mid-copy, say
     with pytest.raises(ArtifactError, match="novelty.pt"):
         Artifact.load(root)
