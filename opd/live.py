@@ -117,7 +117,7 @@ class VersionWriter:
             torch.save(student.state_dict(), Path(tmp) / "student.pt")
             torch.save(predictor.state_dict(), Path(tmp) / "predictor.pt")
             if novelty is not None:
-                torch.save(novelty.state, Path(tmp) / Novelty.FILE)
+                novelty.save(Path(tmp))
                 (Path(tmp) / "novelty.json").write_text(json.dumps(novelty.config))
             cmd = [sys.executable, "-m", "opd.live", str(self.base.root), tmp, str(path), str(number)]
             done = subprocess.run(cmd, capture_output=True, text=True, check=False)  # releases the GIL
