@@ -121,9 +121,10 @@ def export_artifact(
         torch.save(predictor.state_dict(), tmp / "predictor.pt")
         if novelty is not None:
             novelty.save(tmp)
+            sources["novelty"] = "trained with the student"
         manifest = _manifest(student_cfg, contract, predictor_cfg, models, sources, tmp)
         if novelty is not None:
-            novelty.describe(manifest, "trained with the student")
+            novelty.describe(manifest, sources["novelty"])
         if teacher is not None:
             manifest["teacher"] = teacher
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
