@@ -121,14 +121,13 @@ def export_artifact(
         torch.save(predictor.state_dict(), tmp / "predictor.pt")
         if novelty is not None:
             novelty.save(tmp)
-            sources["novelty"] = "trained with the student"
         manifest = _manifest(student_cfg, contract, predictor_cfg, models, sources, tmp)
         if novelty is not None:
-            novelty.describe(manifest, sources["novelty"])
+            novelty.describe(manifest, "trained with the student")
         if teacher is not None:
             manifest["teacher"] = teacher
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    log.info("exported artifact to %s (weights: %s)", out_dir, sources)
+    log.info("exported artifact to %s (weights: %s)", out_dir, manifest["weights_source"])
     return out_dir
 
 
