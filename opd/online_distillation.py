@@ -102,6 +102,11 @@ class DistillConfig(Config):
     # uniformly (opd.sample_store.SampleStore.sample): the few windows before an obstacle where the student
     # still drives and the teacher turns are ~1% of a store whose mean KL is ~0.02. 0 = uniform.
     priority_alpha: float = Field(0.0, ge=0.0, le=1.0)
+    # Share of each batch drawn from the samples whose decision the gate gave to the teacher (the rest from
+    # the others), as intervention-weighted regression does (IWR, Mandlekar et al. 2020: 0.5). Once the
+    # gate's budget has decayed the teacher takes ~5% of decisions, so under uniform batches the states
+    # where the student needed it are diluted by its own easy driving. 0 = uniform (DAgger has none).
+    takeover_share: float = Field(0.0, ge=0.0, lt=1.0)
     # Weight of the memory's state loss: a linear read-out of the head's input (the newest embedding plus
     # the memory's correction) predicts the teacher-side state one period after the newest frame, which
     # for a remembering teacher holds the obstacles it has seen and no longer sees. The predictor reads
@@ -132,6 +137,12 @@ class OPDConfig(Config):
     distill: DistillConfig = Field(default_factory=DistillConfig)
     predictor: PredictorConfig = Field(default_factory=PredictorConfig)
     novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
+
+    @model_validator(mode="after")
+    def _one_batch_rule(self) -> OPDConfig:
+        if self.distill.takeover_share > 0 and self.distill.priority_alpha > 0:
+            raise ValueError("distill.takeover_share and distill.priority_alpha both set: choose one")
+        return self
 
     @model_validator(mode="after")
     def _lead_within_horizon(self) -> OPDConfig:
@@ -294,6 +305,7 @@ class OnlineDistillation:
         self._sightings = self.teacher.new_memory(n)
         self._sighted_upto = np.full(n, -np.inf)  # stamp of each env's newest remembered state, s
         self._using_teacher = np.zeros(n, dtype=bool)
+        self._newest_payload: list[dict[str, Any] | None] = [None] * n  # the frame each env acts on
         self.memo: ModelMemo | None = None  # outputs computed ahead (offline replay: opd.model_memo)
         # Parameter-error metric: the slots each skill owns (K, P) and the half-range of each slot (P,).
         head = self.teacher.head
@@ -382,6 +394,7 @@ class OnlineDistillation:
             self._student_ok[i] = bool(np.isfinite(self._student_params[i]).all())
             self._has_student[i] = True
             self._student_seen_at[i] = now[j]
+            self._newest_payload[i] = payloads[j]
         return accepted
 
     @torch.no_grad()
@@ -462,6 +475,9 @@ class OnlineDistillation:
             "no_input_safe_action" if u else "no_student" if ns else r
             for u, ns, r in zip(unsafe, no_student, reason, strict=True)
         )
+        for i in np.flatnonzero(use & ~no_student):  # the gate took the student's decision on this frame
+            if (payload := self._newest_payload[i]) is not None:
+                payload["takeover"] = True
         self._track(use, use != self._using_teacher)
         self.teacher_steps += int(use.sum())
         self._using_teacher = use.copy()
@@ -549,6 +565,7 @@ class OnlineDistillation:
         self._windows.reset(np.array([i]))
         self._predictions[i].clear()
         self._has_student[i] = self._student_ok[i] = self._using_teacher[i] = False
+        self._newest_payload[i] = None
         self._student_skill[i] = self.contract.safe_skill_id  # no action of the last episode carries over
         self._student_params[i] = self.contract.layout.defaults
         self._teacher_seen_at[i] = self._student_seen_at[i] = -np.inf
@@ -575,6 +592,7 @@ class OnlineDistillation:
             "teacher_params": label.params,
             "future": future,
             "future_mask": s.future_mask,
+            "takeover": bool(s.payload.get("takeover", False)),
         }
         if self.cfg.distill.train_encoder:  # the store keeps the newest frame's encoder inputs
             row.update({k: s.payload[k] for k in FRAME_KEYS})
@@ -601,7 +619,7 @@ class OnlineDistillation:
             raise RuntimeError("this learner was built with learning=False: it keeps no samples")
         if len(self.store) < cfg.batch_size:
             return {}
-        b = self.store.sample(cfg.batch_size, self.rng, cfg.priority_alpha)
+        b = self.store.sample(cfg.batch_size, self.rng, cfg.priority_alpha, cfg.takeover_share)
         if cfg.train_encoder:
             b["image"] = random_shift(b["image"], cfg.image_shift_px, self.rng)  # (B, H, W, 3)
             with torch.autocast("cpu", torch.bfloat16, enabled=cfg.precision == "bf16"):

@@ -54,6 +54,7 @@ class StoreSpec:
             "teacher_params": ((s.num_params,), np.float32),
             "future": ((s.horizon, s.state_dim), np.float32),  # normalised teacher states at t + h periods
             "future_mask": ((s.horizon,), np.bool_),
+            "takeover": ((), np.bool_),  # the gate gave this frame's decision to the teacher
         }
         if s.image_shape is not None:
             out.update(
@@ -135,14 +136,21 @@ class SampleStore:
         return window, held
 
     def sample(
-        self, batch_size: int, rng: np.random.Generator, alpha: float = 0.0
+        self, batch_size: int, rng: np.random.Generator, alpha: float = 0.0, takeover_share: float = 0.0
     ) -> dict[str, torch.Tensor]:
         """A batch of rows as added (window included), plus "index" (B,) for `set_priority`. Shapes:
         (B, *row shape). alpha = 0: uniform; else row i with probability proportional to priority_i^alpha
         (prioritised replay, Schaul et al. 2016; no importance weights: the bias towards the rows the
-        student gets wrong is the point)."""
+        student gets wrong is the point). takeover_share > 0: round(share * B) rows drawn uniformly from the
+        takeover rows and the rest from the others (while the store holds both; uniform otherwise)."""
         with self.lock:
-            if alpha == 0.0:
+            flagged = np.flatnonzero(self.arrays["takeover"][: self.size]) if takeover_share > 0 else None
+            if flagged is not None and 0 < len(flagged) < self.size:
+                k = round(takeover_share * batch_size)
+                others = np.flatnonzero(~self.arrays["takeover"][: self.size])
+                idx = np.concatenate([flagged[rng.integers(0, len(flagged), size=k)],
+                                      others[rng.integers(0, len(others), size=batch_size - k)]])  # fmt: skip
+            elif alpha == 0.0:
                 idx = rng.integers(0, self.size, size=batch_size)
             else:
                 p = self.priority[: self.size] ** alpha
@@ -187,12 +195,14 @@ class SampleStore:
         with np.load(path) as data:
             wanted = {**self.arrays, "frames": self.frames}
             for k, a in wanted.items():
+                if k == "takeover" and k not in data:  # a store saved before takeovers were kept: none
+                    continue
                 if k not in data or data[k].shape[1:] != a.shape[1:]:
                     got = data[k].shape[1:] if k in data else "missing"
                     raise ValueError(f"{path}: sample store array {k!r} is {got}, this one is {a.shape[1:]}")
             n = min(len(data["frame_ref"]), self.capacity)
             for k, a in self.arrays.items():
-                a[:n] = data[k][len(data[k]) - n :]
+                a[:n] = data[k][len(data[k]) - n :] if k in data else 0
             self.priority[:] = 1.0  # a store saved before priorities: uniform
             if "priority" in data:
                 self.priority[:n] = data["priority"][len(data["priority"]) - n :]

@@ -783,3 +783,40 @@ def test_the_memory_state_loss_trains_a_readout_of_the_heads_memory_and_checkpoi
     off = make_learner(contract, cfg, distill={**distill, "memory_state": 0.0})
     run(off, 120)
     assert off.memory_readout is None and "loss/memory_state" not in off.update()
+
+
+def test_each_stored_sample_says_whether_the_gate_gave_its_frames_decisions_to_the_teacher(
+    contract, student_cfg
+):
+    gate = {"budget": 0.4, "budget_min_samples": 10, "budget_window": 50, "disagree_s": 0}
+    learner = make_learner(contract, student_cfg, n=1, gate=gate)
+    decisions = run(learner, 200)
+    # run() sends a frame every other period: the one stamped k * PERIOD - LATENCY (k even) is the student's
+    # input at decisions k and k + 1
+    by_stamp: dict[float, bool] = {}
+    for k, d in enumerate(decisions):
+        newest = (k - k % 2) * PERIOD - LATENCY
+        if newest >= 0:
+            key = round(newest, 6)
+            by_stamp[key] = by_stamp.get(key, False) or bool(d.use_teacher[0] and not d.no_student[0])
+    n, rows = len(learner.store), learner.store.arrays
+    flags = rows["takeover"][:n]
+    want = np.array([by_stamp[round(float(s), 6)] for s in rows["embedding"][:n, DQ]])
+    assert 0 < want.sum() < n  # both kinds: the test can tell them apart
+    np.testing.assert_array_equal(flags, want)
+
+
+def test_a_takeover_share_draws_that_share_of_each_batch_from_the_teachers_takeovers(contract, student_cfg):
+    gate = {"budget": 0.2, "budget_min_samples": 10, "budget_window": 50, "disagree_s": 0}
+    distill = {"train_encoder": False, "batch_size": 20, "capacity": 500, "takeover_share": 0.5}
+    learner = make_learner(contract, student_cfg, n=1, gate=gate, distill=distill)
+    run(learner, 200)
+    flags = learner.store.arrays["takeover"][: len(learner.store)]
+    assert 0 < flags.sum() < len(flags) and abs(flags.mean() - 0.5) > 0.1  # not half of those held
+    drawn = [learner.store.sample(20, learner.rng, takeover_share=0.5)["takeover"].numpy() for _ in range(20)]
+    assert all(d.sum() == 10 for d in drawn)  # exactly half of every batch
+    assert learner.update()  # the learner's own batches take the same path
+    uniform = learner.store.sample(2000, np.random.default_rng(1))["takeover"].numpy()
+    assert abs(uniform.mean() - flags.mean()) < 0.05  # share 0: as held
+    with pytest.raises(ValueError, match="choose one"):
+        OPDConfig.from_dict({"distill": {"takeover_share": 0.5, "priority_alpha": 0.5}})

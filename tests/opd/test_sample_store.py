@@ -126,6 +126,24 @@ def test_save_then_load_gives_the_newest_rows_back(tmp_path: Path, capacity: int
     assert other.lost_frames == 0
 
 
+def test_takeover_flags_survive_a_save_and_a_store_saved_before_them_loads_with_none(tmp_path: Path):
+    store, src = SampleStore(SPEC, 20), Streams(1)
+    for i in range(12):
+        row = src.frame(0)
+        row["takeover"] = i % 3 == 0
+        store.add(row)
+    store.save(tmp_path / "store.npz")
+    again = SampleStore(SPEC, 20)
+    again.load(tmp_path / "store.npz")
+    np.testing.assert_array_equal(again.arrays["takeover"][:12], np.arange(12) % 3 == 0)
+    with np.load(tmp_path / "store.npz") as data:  # as written before the flag existed
+        np.savez(tmp_path / "older.npz", **{k: data[k] for k in data.files if k != "takeover"})
+    older = SampleStore(SPEC, 20)
+    older.load(tmp_path / "older.npz")
+    assert len(older) == 12 and not older.arrays["takeover"].any()
+    assert_rows_equal(read_all(older)[5], read_all(again)[5])
+
+
 def test_a_store_of_another_layout_is_refused_naming_the_array(tmp_path: Path):
     np.savez(tmp_path / "old.npz", added=3, window=np.zeros((3, 5, 4), np.float32))  # windows stored whole
     with pytest.raises(ValueError, match="'embedding'|'frames'"):
