@@ -144,10 +144,11 @@ class SampleStore:
         student gets wrong is the point). takeover_share > 0: round(share * B) rows drawn uniformly from the
         takeover rows and the rest from the others (while the store holds both; uniform otherwise)."""
         with self.lock:
-            flagged = np.flatnonzero(self.arrays["takeover"][: self.size]) if takeover_share > 0 else None
+            taken = self.arrays["takeover"][: self.size]
+            flagged = np.flatnonzero(taken) if takeover_share > 0 else None
             if flagged is not None and 0 < len(flagged) < self.size:
                 k = round(takeover_share * batch_size)
-                others = np.flatnonzero(~self.arrays["takeover"][: self.size])
+                others = np.flatnonzero(~taken)
                 idx = np.concatenate([flagged[rng.integers(0, len(flagged), size=k)],
                                       others[rng.integers(0, len(others), size=batch_size - k)]])  # fmt: skip
             elif alpha == 0.0:
