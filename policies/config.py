@@ -2,6 +2,11 @@
 
 Every field is declared with its unit and meaning; unknown keys are rejected so that a typo in a YAML
 file fails loudly with the field's name instead of silently falling back to a default.
+
+A YAML file may start from another one: `extends: base.yaml` (a path relative to the file) loads the base
+and applies this file's keys over it, mappings merged key by key and anything else (lists included)
+replaced. An experiment's config then holds only what it changes, and its resolved form (`to_yaml`, written
+beside every run) holds every field.
 """
 
 from __future__ import annotations
@@ -34,21 +39,51 @@ class Config(BaseModel):
 
     @classmethod
     def from_yaml(cls: type[C], path: str | Path) -> C:
-        """Load from a YAML file; a missing or unparsable file is a ConfigError naming the path."""
+        """Load from a YAML file, resolving `extends:`; a missing or unparsable file (or base) is a
+        ConfigError naming the path."""
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{cls.__name__}: config file not found: {path}") from None
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{cls.__name__}: {path} is not valid YAML: {err}") from None
-        if data is not None and not isinstance(data, dict):
-            raise ConfigError(f"{cls.__name__}: {path} must hold a mapping, got {type(data).__name__}")
-        return cls.from_dict(data, source=str(path))
+        chain: list[Path] = []
+        data = load_yaml_mapping(path, cls.__name__, chain)
+        source = " extends ".join(str(p) for p in chain)
+        return cls.from_dict(data, source=source)
 
     def to_yaml(self, path: str | Path) -> None:
         """Write the resolved config (every field, defaults included) so a run can be reproduced."""
         Path(path).write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
+
+
+def load_yaml_mapping(path: Path, name: str, chain: list[Path]) -> dict[str, Any]:
+    """The mapping in `path` laid over the one its `extends:` names, recursively; `chain` collects the files
+    read, the extending one first. A cycle or a base that is not a mapping is a ConfigError."""
+    if path.resolve() in (p.resolve() for p in chain):
+        raise ConfigError(f"{name}: {path} extends itself: {' -> '.join(str(p) for p in [*chain, path])}")
+    chain.append(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        via = f" (extended by {chain[-2]})" if len(chain) > 1 else ""
+        raise ConfigError(f"{name}: config file not found: {path}{via}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{name}: {path} is not valid YAML: {err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name}: {path} must hold a mapping, got {type(data).__name__}")
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"{name}: {path}: extends must be one file name, got {base!r}")
+    return merge(load_yaml_mapping(path.parent / base, name, chain), data)
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` laid on `base`: where both hold a mapping, merged key by key; otherwise `over`'s value."""
+    out = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merge(out[key], value) if both else value
+    return out
 
 
 def format_validation_error(name: str, source: str, err: ValidationError) -> str:
