@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import yaml
 
 from opd.evaluation import load_teacher
 from opd.online_distillation import OnlineDistillation, OPDConfig, learner_from_artifact
 from policies.artifact import MANIFEST, Artifact, sha256_file
+from policies.config import load_yaml_mapping
 from policies.export import Novelty, export_head_version
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
@@ -70,11 +70,12 @@ def load_learner(
     student training YAML (empty arguments: `default_teacher(artifact)`, opd/configs/live.yaml);
     `learning=False`: it never updates and keeps no sample store."""
     path = Path(opd_config or DEFAULT_OPD_CONFIG)
+    chain: list[Path] = []
     try:
-        section = (yaml.safe_load(path.read_text()) or {}).get("opd", {})
-    except (OSError, yaml.YAMLError) as err:
+        section = load_yaml_mapping(path, "opd_config", chain).get("opd", {})  # `extends:` resolved
+    except OSError as err:
         raise ValueError(f"opd_config {path}: {err}") from None
-    cfg = OPDConfig.from_dict(section, f"{path}: opd")
+    cfg = OPDConfig.from_dict(section, f"{' extends '.join(map(str, chain))}: opd")
     return learner_from_artifact(artifact, load_teacher(teacher or default_teacher(artifact)), cfg,
                                  learning=learning)  # fmt: skip
 

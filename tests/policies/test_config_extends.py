@@ -70,3 +70,22 @@ def test_a_bad_base_is_one_clear_error(tmp_path: Path, files: dict, match: str) 
         write(tmp_path / name, data)
     with pytest.raises(ConfigError, match=match):
         StudentConfig.from_yaml(tmp_path / "a.yaml")
+
+
+def test_the_opd_node_reads_the_opd_section_of_an_extending_training_config() -> None:
+    """`opd_config` may name a training YAML that extends another: the node's learner gets the resolved
+    section (the base's gate and distillation settings with the file's own change), not the few lines the
+    file holds."""
+    from opd.live import load_learner
+    from opd.student_training import StudentTrainConfig
+    from policies.artifact import Artifact
+
+    path = PROJECT_ROOT / "opd/configs/student_transfer_wide_bf16_store64.yaml"
+    assert "gate" not in yaml.safe_load(path.read_text())["opd"]  # the gate lives in its bases
+    learner = load_learner(Artifact.load(PROJECT_ROOT / "sim/robots/diffbot/student"), opd_config=path,
+                           learning=False)  # fmt: skip
+    resolved = StudentTrainConfig.from_yaml(path).opd
+    assert learner.cfg.gate == resolved.gate
+    # the live learner keeps the artifact's encoder fixed: every other distillation setting is the file's
+    assert learner.cfg.distill == resolved.distill.model_copy(update={"train_encoder": False})
+    assert learner.cfg.distill.capacity == 64000 and learner.cfg.distill.precision == "bf16"
