@@ -73,6 +73,7 @@ def start_opd(ros_context: Context, contract_artifact: Path) -> Iterator[Start]:
     yield start
     for node, probe, executor in started:
         stop_executor(executor)
+        node.finalize()  # as the bringup closes: a learner process stops with the node
         node.destroy_node()
         probe.node.destroy_node()
 
@@ -381,3 +382,26 @@ def test_learning_online_publishes_student_versions(
     assert note["number"] >= 1 and version.manifest["version"]["number"] == note["number"]
     assert Path(note["path"]).parent == tmp_path / "versions"
     assert version.sha256("encoder.onnx") == Artifact.load(tiny_artifact).sha256("encoder.onnx")
+
+
+def test_a_learning_node_destroyed_without_shutdown_stops_its_learner_process(
+    ros_context: Context, tiny_artifact: Path, tmp_path: Path
+) -> None:
+    """A caller that destroys an active node (no lifecycle shutdown first, e.g. its context already gone)
+    leaves no learner process behind, nor a thread announcing versions on destroyed publishers."""
+    import os
+
+    values = {"artifact_dir": str(tiny_artifact), "autostart": False, "drive": "opd", "learn": True,
+              "opd_config": opd_config(tmp_path), "versions_dir": str(tmp_path / "versions")}  # fmt: skip
+    overrides = [Parameter(name, value=value) for name, value in values.items()]
+    node = OpdNode(context=ros_context, parameter_overrides=overrides)
+    node.trigger_configure()
+    node.trigger_activate()
+    assert node.lifecycle_state == "active", node.fault
+    process = node.learner_process
+    pid = process.pid
+    assert pid is not None and os.waitpid(pid, os.WNOHANG) == (0, 0)  # the child runs
+    node.destroy_node()
+    assert process.pid is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped: gone

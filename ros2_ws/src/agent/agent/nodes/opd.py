@@ -160,6 +160,11 @@ class OpdNode(AgentNode):
     def cleanup(self) -> None:
         self.learner = self.learner_process = None
 
+    def destroy_node(self) -> None:
+        if self.learner_process is not None:  # also when finalize could not run (context already shut down)
+            self.learner_process.stop()
+        super().destroy_node()
+
     def on_state(self, msg: StateEmbedding) -> None:
         """A state embedding: with drive opd, a student frame for the OPD core, and its decision executed."""
         now = self.now_s()
