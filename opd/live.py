@@ -70,12 +70,11 @@ def load_learner(
     student training YAML (empty arguments: `default_teacher(artifact)`, opd/configs/live.yaml);
     `learning=False`: it never updates and keeps no sample store."""
     path = Path(opd_config or DEFAULT_OPD_CONFIG)
-    chain: list[Path] = []
     try:
-        section = load_yaml_mapping(path, "opd_config", chain).get("opd", {})  # `extends:` resolved
+        data, source = load_yaml_mapping(path, "opd_config")  # `extends:` resolved
     except OSError as err:
         raise ValueError(f"opd_config {path}: {err}") from None
-    cfg = OPDConfig.from_dict(section, f"{' extends '.join(map(str, chain))}: opd")
+    cfg = OPDConfig.from_dict(data.get("opd", {}), f"{source}: opd")
     return learner_from_artifact(artifact, load_teacher(teacher or default_teacher(artifact)), cfg,
                                  learning=learning)  # fmt: skip
 

@@ -41,10 +41,7 @@ class Config(BaseModel):
     def from_yaml(cls: type[C], path: str | Path) -> C:
         """Load from a YAML file, resolving `extends:`; a missing or unparsable file (or base) is a
         ConfigError naming the path."""
-        path = Path(path)
-        chain: list[Path] = []
-        data = load_yaml_mapping(path, cls.__name__, chain)
-        source = " extends ".join(str(p) for p in chain)
+        data, source = load_yaml_mapping(Path(path), cls.__name__)
         return cls.from_dict(data, source=source)
 
     def to_yaml(self, path: str | Path) -> None:
@@ -52,7 +49,15 @@ class Config(BaseModel):
         Path(path).write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
 
 
-def load_yaml_mapping(path: Path, name: str, chain: list[Path]) -> dict[str, Any]:
+def load_yaml_mapping(path: Path, name: str) -> tuple[dict[str, Any], str]:
+    """The mapping in `path` with `extends:` resolved, and its source for messages (`a.yaml extends
+    b.yaml`); `name` (the config's) starts each ConfigError."""
+    chain: list[Path] = []
+    data = _resolve(path, name, chain)
+    return data, " extends ".join(str(p) for p in chain)
+
+
+def _resolve(path: Path, name: str, chain: list[Path]) -> dict[str, Any]:
     """The mapping in `path` laid over the one its `extends:` names, recursively; `chain` collects the files
     read, the extending one first. A cycle or a base that is not a mapping is a ConfigError."""
     if path.resolve() in (p.resolve() for p in chain):
@@ -74,7 +79,7 @@ def load_yaml_mapping(path: Path, name: str, chain: list[Path]) -> dict[str, Any
         return data
     if not isinstance(base, str):
         raise ConfigError(f"{name}: {path}: extends must be one file name, got {base!r}")
-    return merge(load_yaml_mapping(path.parent / base, name, chain), data)
+    return merge(_resolve(path.parent / base, name, chain), data)
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
