@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -74,6 +75,32 @@ def spin_until(executor: object, condition: Callable[[], bool], timeout_s: float
             return True
         executor.spin_once(timeout_sec=0.02)
     return condition()
+
+
+def tick_while_an_action_executes(node: object) -> None:
+    """Run `node.watchdog()` on a thread while this one holds `node.lock` and executes a source action at a
+    later time (`node.fallback.on_action`, what executing one does under the lock). The node's clock is the
+    test's and stands still but for that step, so the tick's verdict depends only on when it read the clock:
+    read before the lock, the action looks 0.05 s in its future: a clock gone back, by SafeFallback's rule."""
+    t = [time.time()]
+    read = threading.Event()
+
+    def now_s() -> float:
+        read.set()
+        return t[0]
+
+    original, node.now_s = node.now_s, now_s
+    try:
+        with node.lock:
+            tick = threading.Thread(target=node.watchdog)
+            tick.start()
+            read.wait(0.5)  # read before the lock, or waiting for it (then it reads the clock after this)
+            t[0] += 0.05
+            node.fallback.on_action(node.now_s())
+        tick.join(5.0)
+        assert not tick.is_alive()
+    finally:
+        node.now_s = original
 
 
 def spin_for(executor: object, seconds: float) -> None:

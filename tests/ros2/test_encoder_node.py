@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+from agent.executors import MultiThreadedExecutor
 from agent.lifecycle_node import stop_executor
 from agent.messages import msg_to_embedding, sample_to_imu, skill_state_to_msg, stamp_to_sec
 from agent.nodes.encoder import GATES, EncoderNode
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from ros_harness import FAKE_ENCODER, FakeRuntime, Probe, SensorFeed, spin_for, spin_until
 from sensor_msgs.msg import Image

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from agent import graph
 from agent.base_command import TwistMapping, velocity_of
+from agent.executors import MultiThreadedExecutor
 from agent.lifecycle_node import stop_executor
 from agent.messages import (
     SOURCES,
@@ -27,9 +28,8 @@ from agent.messages import (
 )
 from agent.nodes.opd import OpdNode
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
-from ros_harness import Probe, spin_for, spin_until
+from ros_harness import Probe, spin_for, spin_until, tick_while_an_action_executes
 
 WARN, ERROR = b"\x01", b"\x02"
 STUDENT, TEACHER, ACTION, CMD_VEL = "/agent/action", "/teacher/action", "/opd/action", "/cmd_vel"
@@ -252,6 +252,18 @@ def test_a_silent_student_gets_the_safe_action_once_then_at_the_keepalive_rate(s
     assert spin_until(executor, lambda: len(acted(probe, codec)) == 11)
     assert not node.fallback.stopped
     assert_commands_pair_up(probe, codec, executor)
+
+
+def test_an_action_executed_while_the_watchdog_waits_is_not_followed_by_a_stop(start_opd: Start) -> None:
+    """The watchdog judges silence when it holds the lock: it read the time before, so on a loaded host a
+    student action executed while it waited looked like a clock gone back, and a stop reached the base right
+    after that action."""
+    node, probe, executor, codec = start_opd()
+    sent: list[int] = []
+    publish = node.publish
+    node.publish = lambda skill, *rest: (sent.append(skill), publish(skill, *rest))[1]
+    tick_while_an_action_executes(node)
+    assert sent == [] and not node.fallback.stopped
 
 
 def test_deactivate_leaves_the_robot_on_the_safe_action(start_opd: Start) -> None:

@@ -8,13 +8,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from agent.executors import MultiThreadedExecutor
 from agent.lifecycle_node import stop_executor
 from agent.messages import ActionCodec, embedding_to_msg, sec_to_stamp, stamp_to_sec
 from agent.nodes.policy import PolicyNode
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
-from ros_harness import FAKE_ENCODER, FakeRuntime, Probe, spin_for, spin_until
+from ros_harness import FAKE_ENCODER, FakeRuntime, Probe, spin_for, spin_until, tick_while_an_action_executes
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 
@@ -29,6 +29,24 @@ Rig = tuple[PolicyNode, Probe, MultiThreadedExecutor]
 PolicyRig = tuple[PolicyNode, Probe, MultiThreadedExecutor, ActionCodec]
 
 
+def record_sent(node: PolicyNode) -> None:
+    """Log every action the node sends, (skill, stamp) in order, as `node.sent`: the probe has them all once
+    it received as many (one reliable writer delivers in order). Tests then wait for what was sent instead
+    of guessing how long delivery takes: a busy 2-core host has paused this process's threads for ~1 s."""
+    node.sent = []
+    send = node.publish
+
+    def publish(skill: int, params: np.ndarray, stamp: float, source: str = "student") -> None:
+        node.sent.append((skill, stamp))
+        send(skill, params, stamp, source)
+
+    node.publish = publish
+
+
+def delivered(probe: Probe, node: PolicyNode) -> bool:
+    return len(probe.received["/agent/action"]) >= len(node.sent)
+
+
 def start_policy(ctx: Context, loader: Callable[..., FakeRuntime], *extra: Parameter) -> Rig:
     params = [
         Parameter("artifact_dir", value="fake"),
@@ -37,6 +55,7 @@ def start_policy(ctx: Context, loader: Callable[..., FakeRuntime], *extra: Param
         *extra,
     ]
     node = PolicyNode(runtime_loader=loader, context=ctx, parameter_overrides=params)
+    record_sent(node)
     probe = Probe(ctx)
     probe.record("/agent/action", "/cmd_vel", "/diagnostics")
     executor = MultiThreadedExecutor(context=ctx)
@@ -100,20 +119,26 @@ def test_stale_inputs_give_the_safe_action_and_an_error_then_acting_resumes(poli
     for _ in range(6):
         send_state(probe, time.time())
         spin_for(executor, 0.05)
-    assert spin_until(executor, lambda: skills(probe, codec)[-1] == drive)
+    assert spin_until(executor, lambda: drive in skills(probe, codec))
     acted = [m for m in probe.received["/agent/action"] if codec.from_msg(m)[0] == drive]
     _, params = codec.from_msg(acted[-1])
     layout = codec.contract.layout
     assert params[0] == layout.high[0] and params[1] == layout.low[1]  # clipped to the bounds
     assert node.clipped >= 1
 
-    n = len(probe.received["/agent/action"])  # inputs stop here
-    assert spin_until(executor, lambda: stop in skills(probe, codec)[n:], timeout_s=2.0)
-    first = skills(probe, codec).index(stop, n)
-    spin_for(executor, 1.5)  # a decisive stop, then a 1 Hz keep-alive: not a 20 Hz flood
-    assert 2 <= skills(probe, codec)[first:].count(stop) <= 3
+    # Inputs stop: after the last action, a decisive stop, then a 1 Hz keep-alive, not a 20 Hz flood.
+    def after_last_drive() -> list[tuple[int, float]]:
+        sent = [s for s, _ in node.sent]
+        return node.sent[len(sent) - sent[::-1].index(drive) :]
+
+    stops = lambda: [t for s, t in after_last_drive() if s == stop]  # noqa: E731
+    assert spin_until(executor, lambda: len(stops()) >= 2)
+    assert {s for s, _ in after_last_drive()} == {stop}
+    assert stops()[0] - node.sent[-len(after_last_drive()) - 1][1] >= node.input_timeout_s - 0.01
+    assert np.diff(stops()).min() >= 1.0 - 0.01  # safe_keepalive_hz: 1
+    assert spin_until(executor, lambda: delivered(probe, node)) and skills(probe, codec)[-1] == stop
     probe.received["/diagnostics"].clear()
-    assert spin_until(executor, lambda: "policy: state" in probe.diagnostics("policy: "), timeout_s=3.0)
+    assert spin_until(executor, lambda: "policy: state" in probe.diagnostics("policy: "))
     diag = probe.diagnostics("policy: ")
     assert diag["policy: state"].level == ERROR and diag["policy: node"].level == ERROR
     assert "safe action" in diag["policy: state"].message
@@ -133,7 +158,7 @@ def test_unusable_embeddings_do_not_keep_the_watchdog_quiet(policy: PolicyRig, u
     (float32 messages now carry the overflow as Inf)."""
     node, probe, executor, codec = policy
     drive, stop = codec.contract.skill_id("drive"), codec.contract.safe_skill_id
-    assert act_until(executor, probe, lambda: skills(probe, codec)[-1:] == [drive])
+    assert act_until(executor, probe, lambda: drive in skills(probe, codec))
     value = np.inf
     if unusable == "model_refuses":
         value = 0.5
@@ -142,19 +167,20 @@ def test_unusable_embeddings_do_not_keep_the_watchdog_quiet(policy: PolicyRig, u
             raise ValueError("embedding: refused by the model")
 
         node.runtime.act = refuse
-    n = len(probe.received["/agent/action"])
-    start = time.monotonic()
-    for _ in range(40):  # 20 Hz for 2 s; each handled before the next (depth 1 drops some on a busy host)
-        handled = node.state_in.handled
+    reason = "nonfinite" if unusable == "nonfinite" else "model_input"
+    # Each counted before the next is sent (depth 1 drops some on a busy host): refused, or handled over
+    # input_timeout_s after it was stamped and dropped as late (the model never saw those either).
+    counted = lambda: node.state_in.rejected[reason] + node.state_in.dropped["late"]  # noqa: E731
+    start, first = time.monotonic(), time.time()  # every state stamped from `first` on is unusable
+    for _ in range(40):  # 20 Hz for 2 s
+        before = counted()
         send_state(probe, time.time(), value)
-        assert spin_until(executor, lambda h=handled: node.state_in.handled > h)
+        assert spin_until(executor, lambda b=before: counted() > b)
         spin_for(executor, 0.05)
     assert time.monotonic() - start >= 2.0
-    assert stop in skills(probe, codec)[n:] and drive not in skills(probe, codec)[n:]
-    reason = "nonfinite" if unusable == "nonfinite" else "model_input"
-    # every one counted: refused, or on a busy host handled over input_timeout_s after it was stamped
-    # and dropped as late (the model never saw those either); none was used
-    assert node.state_in.rejected[reason] + node.state_in.dropped["late"] == 40
+    # an action carries its state's stamp: none came from an unusable one, and the safe action went out
+    assert {s for s, t in node.sent if t >= first} == {stop}
+    assert spin_until(executor, lambda: delivered(probe, node)) and skills(probe, codec)[-1] == stop
     assert node.state_in.rejected[reason] >= 20
     assert node.fallback.stopped
     assert spin_until(
@@ -163,7 +189,6 @@ def test_unusable_embeddings_do_not_keep_the_watchdog_quiet(policy: PolicyRig, u
             probe.diagnostics("policy: ").get("policy: state") is not None
             and probe.diagnostics("policy: ")["policy: state"].level == ERROR
         ),
-        timeout_s=3.0,
     )
 
 
@@ -212,15 +237,15 @@ def test_malformed_state_is_counted_and_rejected(policy: PolicyRig) -> None:
 
 def test_deactivate_leaves_the_robot_on_the_safe_action(policy: PolicyRig) -> None:
     node, probe, executor, codec = policy
-    send_state(probe, time.time())
-    spin_until(executor, lambda: codec.contract.skill_id("drive") in skills(probe, codec))
+    assert act_until(executor, probe, lambda: codec.contract.skill_id("drive") in skills(probe, codec))
     node.trigger_deactivate()
-    spin_for(executor, 0.3)
+    assert node.sent[-1][0] == codec.contract.safe_skill_id
+    assert spin_until(executor, lambda: delivered(probe, node))
     assert skills(probe, codec)[-1] == codec.contract.safe_skill_id
-    n = len(probe.received["/agent/action"])
+    n, sent = len(probe.received["/agent/action"]), len(node.sent)
     send_state(probe, time.time())
     spin_for(executor, 0.3)
-    assert len(probe.received["/agent/action"]) == n  # inactive: silent
+    assert len(node.sent) == sent and len(probe.received["/agent/action"]) == n  # inactive: silent
 
 
 def test_an_action_computed_while_deactivating_is_not_sent(policy: PolicyRig) -> None:
@@ -234,6 +259,16 @@ def test_an_action_computed_while_deactivating_is_not_sent(policy: PolicyRig) ->
     node.deactivate()  # the transition's first step: safe action out, publishers still active
     node.on_state(state(np.full(EMBED_DIM, 0.5, dtype=np.float32), time.time()))
     assert sent == [codec.contract.safe_skill_id]
+
+
+def test_an_action_executed_while_the_watchdog_waits_is_not_followed_by_a_stop(policy: PolicyRig) -> None:
+    """The watchdog judges silence when it holds the lock: it read the time before, so on a loaded host an
+    action executed while it waited looked like a clock gone back, and a stop followed that action."""
+    node, probe, executor, codec = policy
+    assert spin_until(executor, lambda: node.fallback.stopped)  # no state yet: held at the safe action
+    sent = len(node.sent)
+    tick_while_an_action_executes(node)
+    assert len(node.sent) == sent and not node.fallback.stopped
 
 
 def test_staleness_follows_sim_time(
@@ -302,9 +337,10 @@ def test_new_student_versions_are_swapped_in_and_bad_ones_refused(
     def acts_with() -> int:
         n = len(probe.received["/agent/action"])
         send_state(probe, time.time())
-        fresh = lambda: len(skills(probe, codec)) > n and skills(probe, codec)[-1] != contract.safe_skill_id  # noqa: E731
-        assert spin_until(executor, fresh)
-        return skills(probe, codec)[-1]
+        # the first model action after n: the watchdog's safe action may follow it before the check
+        acted = lambda: [s for s in skills(probe, codec)[n:] if s != contract.safe_skill_id]  # noqa: E731
+        assert spin_until(executor, lambda: bool(acted()))
+        return acted()[0]
 
     assert acts_with() == drive
     announce('{"number": 1, "path": "corrupt"}')
@@ -339,19 +375,24 @@ class RememberingRuntime(FakeRuntime):
 def test_the_head_acts_on_its_window_which_a_new_episode_or_a_gap_empties(
     ros_context: Context, contract: SkillContract
 ) -> None:
+    """On sim time, so that the gaps are the test's: a loaded host's pauses between sends are none."""
     runtime = RememberingRuntime(contract)
-    # a gap is longer than input_timeout_s: 2 s, so that a loaded machine's pauses between sends are none
-    timeout = Parameter("input_timeout_s", value=2.0)
-    node, probe, executor = start_policy(ros_context, lambda *a, **k: runtime, timeout)
-    assert node.input_timeout_s == 2.0
+    sim_time = Parameter("use_sim_time", value=True)
+    node, probe, executor = start_policy(ros_context, lambda *a, **k: runtime, sim_time)
     codec = ActionCodec(contract)
     drive, turn = contract.skill_id("drive"), contract.skill_id("turn_in_place")
+    probe.advertise("/clock")
     try:
+        assert spin_until(executor, lambda: probe.matched("/clock"))
+        t = [100.0]
 
-        def send(step: int) -> list[int]:
+        def send(step: int, after_s: float = 0.05) -> list[int]:
+            """A state `after_s` after the last one (the clock moves there first), with its actions."""
+            t[0] += after_s
+            probe.publish("/clock", Clock(clock=sec_to_stamp(t[0])))
+            assert spin_until(executor, lambda: abs(node.now_s() - t[0]) < 1e-6)
             n = len(probe.received["/agent/action"])
-            skill_state = (0, 0.0, step)
-            msg = embedding_to_msg(np.full(EMBED_DIM, 0.5), time.time(), "camera", FAKE_ENCODER, skill_state)
+            msg = embedding_to_msg(np.full(EMBED_DIM, 0.5), t[0], "camera", FAKE_ENCODER, (0, 0.0, step))
             probe.publish("/agent/state", msg)
             acted = lambda: any(s != contract.safe_skill_id for s in skills(probe, codec)[n:])  # noqa: E731
             assert spin_until(executor, acted)
@@ -361,8 +402,8 @@ def test_the_head_acts_on_its_window_which_a_new_episode_or_a_gap_empties(
         assert send(1) == [turn] and send(2) == [turn]
         assert send(0) == [drive]  # the step went back: a new episode
         assert send(1) == [turn]
-        spin_for(executor, 2.5)  # longer than input_timeout_s: the frames before are no history
-        assert send(2) == [drive]
+        gap = node.input_timeout_s + 0.1  # longer than input_timeout_s: the frames before are no history
+        assert send(2, after_s=gap) == [drive]
     finally:
         stop_executor(executor)
         node.destroy_node()

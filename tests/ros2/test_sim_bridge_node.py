@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from agent.executors import MultiThreadedExecutor
 from agent.lifecycle_node import stop_executor
 from agent.messages import ActionCodec, privileged_names, stamp_to_sec
 from agent.nodes.sim_bridge import SimBridgeNode
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from ros_harness import Probe, spin_for, spin_until
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from agent.executors import MultiThreadedExecutor
 from agent.lifecycle_node import stop_executor
 from agent.messages import ActionCodec, privileged_names, privileged_to_msg, stamp_to_sec
 from agent.nodes.teacher import TeacherNode
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.parameter import Parameter
 from ros_harness import Probe, spin_for, spin_until
 

@@ -3,9 +3,11 @@
 This is composition with isolated executors (what rclcpp's component_container_isolated does): every node gets
 its own executor, spun by a thread of its own, so nodes run beside each other. The executor is a
 SingleThreadedExecutor by default (`executor="single"`); `"multi"` gives each node a MultiThreadedExecutor
-that also runs its callback groups (intake vs inference) in parallel. Measured on the 2-core machine (`agent
-bench graph --executor single|multi`, back-to-back 60 s runs): single-threaded executors held image -> command
-p99 at 32-34 ms with 0-2 missed cycles, multi-threaded ones 37-60 ms with 1-79 missed. The multi-threaded
+(`agent.executors`': rclpy's, without its busy loop while a handler waits for the pool) that also runs its
+callback groups (intake vs inference) in parallel. Measured on the 2-core machine (`agent bench graph
+--executor single|multi`, default int8 student, back-to-back 45 s runs): single-threaded executors held image
+-> command p99 at 12.6-13.8 ms, multi-threaded ones 18.0-18.3 ms, no missed cycle either way (before that fix,
+in an earlier setup, 60 s runs: 32-34 ms with 0-2 missed against 37-60 ms with 1-79). The multi-threaded
 executor can run a node's intake callbacks (a watchdog, the skill topic) while its inference holds no GIL, but
 it hands every callback from its wait thread to a pool thread: two thread switches and GIL hand-offs per
 message, which cost more here than that overlap gains. The nodes keep their callback groups, so they are
@@ -15,8 +17,8 @@ timers, subscriptions) on each wake-up and takes one message per wake-up. Each e
 spin_once(timeout) loop would create a timeout timer per message). The bringup reads the same definition as
 launch/bringup.launch.py (`agent.graph`), takes the same launch arguments with the same meaning, and brings
 the nodes up as the launch file's event handlers do: each node configures on its own thread, then activates,
-except the arm switch (the opd node, which commands the base), which activates only when `autostart` arms
-the robot (`graph.armed`: by default in simulation, not with sim:=none). A disarmed stack is armed over the
+except the arm switch (the opd node, which commands the base), which activates only when `autostart` arms the
+robot (`graph.armed`: by default in simulation, not with sim:=none). A disarmed stack is armed over the
 lifecycle service, as an operator would (`agent arm`, `ros2 lifecycle set <ns>/opd activate`):
 
     with Bringup(artifact_dir="artifacts/student", sim="none") as stack:
@@ -35,12 +37,13 @@ from typing import Any
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from agent import graph
+from agent.executors import MultiThreadedExecutor
 from agent.lifecycle_node import stop_executor
 
 

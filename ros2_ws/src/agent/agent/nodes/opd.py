@@ -262,10 +262,12 @@ class OpdNode(AgentNode):
 
     def watchdog(self) -> None:
         """The safe action while the executed source is silent: at once, then at the keep-alive rate."""
-        now = self.now_s()
         # Decided and sent under the lock that source actions go out under: a safe action decided before a
-        # source action was executed cannot follow it.
+        # source action was executed cannot follow it. The time is read under the lock too: read before it, a
+        # source action executed while this waited would look like a clock that went back, and a "stop" would
+        # reach the base right after it.
         with self.lock:
+            now = self.now_s()
             if not self.acting:
                 return
             entering = not self.fallback.stopped

@@ -133,9 +133,10 @@ class PolicyNode(AgentNode):
                 return
             self.clipped += action.clipped  # counted before the action is out: whoever sees it sees the count
             self.publish(action.skill, action.params, stamp)
-            self.actions.accept(stamp, self.now_s())
+            sent = self.now_s()  # read under the lock, as the watchdog reads it
+            self.actions.accept(stamp, sent)
             self.act_time.add(act_s)
-            resumed = self.fallback.on_action(now)  # under the lock: the watchdog may run beside this
+            resumed = self.fallback.on_action(sent)
         if resumed:
             self.get_logger().info("fresh state embeddings: acting")
 
@@ -181,10 +182,12 @@ class PolicyNode(AgentNode):
 
     def watchdog(self) -> None:
         """The safe action while inputs are stale (ROS clock): at once, then at the keep-alive rate."""
-        now = self.now_s()
         # The check and the send as one step: every action goes out under the lock, so a safe action decided
-        # before a fresh state was accepted cannot follow that state's action.
+        # before a fresh state was accepted cannot follow that state's action. The time is read under the
+        # lock too: read before it, an action executed while this waited would look like a clock that went
+        # back, and its "stop" would follow that action at once.
         with self.lock:
+            now = self.now_s()
             entering = not self.fallback.stopped
             due = self.fallback.on_tick(now)
             if due:
