@@ -77,6 +77,20 @@ def spin_until(executor: object, condition: Callable[[], bool], timeout_s: float
     return condition()
 
 
+def record_sent(node: object) -> None:
+    """Log every action the node sends, (skill, stamp) in order, as `node.sent`: the probe has them all once
+    it received as many (one reliable writer delivers in order). Tests then wait for what was sent instead
+    of guessing how long delivery takes."""
+    node.sent = []
+    send = node.publish
+
+    def publish(skill: int, params: np.ndarray, stamp: object, *rest: object) -> None:
+        node.sent.append((skill, stamp))
+        send(skill, params, stamp, *rest)
+
+    node.publish = publish
+
+
 def tick_while_an_action_executes(node: object) -> None:
     """Run `node.watchdog()` on a thread while this one holds `node.lock` and executes a source action at a
     later time (`node.fallback.on_action`, what executing one does under the lock). The node's clock is the

@@ -29,7 +29,7 @@ from agent.messages import (
 from agent.nodes.opd import OpdNode
 from rclpy.context import Context
 from rclpy.parameter import Parameter
-from ros_harness import Probe, spin_for, spin_until, tick_while_an_action_executes
+from ros_harness import Probe, record_sent, spin_for, spin_until, tick_while_an_action_executes
 
 WARN, ERROR = b"\x01", b"\x02"
 STUDENT, TEACHER, ACTION, CMD_VEL = "/agent/action", "/teacher/action", "/opd/action", "/cmd_vel"
@@ -259,11 +259,9 @@ def test_an_action_executed_while_the_watchdog_waits_is_not_followed_by_a_stop(s
     student action executed while it waited looked like a clock gone back, and a stop reached the base right
     after that action."""
     node, probe, executor, codec = start_opd()
-    sent: list[int] = []
-    publish = node.publish
-    node.publish = lambda skill, *rest: (sent.append(skill), publish(skill, *rest))[1]
+    record_sent(node)
     tick_while_an_action_executes(node)
-    assert sent == [] and not node.fallback.stopped
+    assert node.sent == [] and not node.fallback.stopped
 
 
 def test_deactivate_leaves_the_robot_on_the_safe_action(start_opd: Start) -> None:

@@ -14,7 +14,15 @@ from agent.messages import ActionCodec, embedding_to_msg, sec_to_stamp, stamp_to
 from agent.nodes.policy import PolicyNode
 from rclpy.context import Context
 from rclpy.parameter import Parameter
-from ros_harness import FAKE_ENCODER, FakeRuntime, Probe, spin_for, spin_until, tick_while_an_action_executes
+from ros_harness import (
+    FAKE_ENCODER,
+    FakeRuntime,
+    Probe,
+    record_sent,
+    spin_for,
+    spin_until,
+    tick_while_an_action_executes,
+)
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 
@@ -27,20 +35,6 @@ EMBED_DIM = 16  # FakeRuntime.embed_dim
 
 Rig = tuple[PolicyNode, Probe, MultiThreadedExecutor]
 PolicyRig = tuple[PolicyNode, Probe, MultiThreadedExecutor, ActionCodec]
-
-
-def record_sent(node: PolicyNode) -> None:
-    """Log every action the node sends, (skill, stamp) in order, as `node.sent`: the probe has them all once
-    it received as many (one reliable writer delivers in order). Tests then wait for what was sent instead
-    of guessing how long delivery takes: a busy 2-core host has paused this process's threads for ~1 s."""
-    node.sent = []
-    send = node.publish
-
-    def publish(skill: int, params: np.ndarray, stamp: float, source: str = "student") -> None:
-        node.sent.append((skill, stamp))
-        send(skill, params, stamp, source)
-
-    node.publish = publish
 
 
 def delivered(probe: Probe, node: PolicyNode) -> bool:
@@ -127,14 +121,12 @@ def test_stale_inputs_give_the_safe_action_and_an_error_then_acting_resumes(poli
     assert node.clipped >= 1
 
     # Inputs stop: after the last action, a decisive stop, then a 1 Hz keep-alive, not a 20 Hz flood.
-    def after_last_drive() -> list[tuple[int, float]]:
-        sent = [s for s, _ in node.sent]
-        return node.sent[len(sent) - sent[::-1].index(drive) :]
-
-    stops = lambda: [t for s, t in after_last_drive() if s == stop]  # noqa: E731
+    last_drive = lambda: max(i for i, (s, _) in enumerate(node.sent) if s == drive)  # noqa: E731
+    stops = lambda: [t for s, t in node.sent[last_drive() + 1 :] if s == stop]  # noqa: E731
     assert spin_until(executor, lambda: len(stops()) >= 2)
-    assert {s for s, _ in after_last_drive()} == {stop}
-    assert stops()[0] - node.sent[-len(after_last_drive()) - 1][1] >= node.input_timeout_s - 0.01
+    i = last_drive()
+    assert {s for s, _ in node.sent[i + 1 :]} == {stop}
+    assert stops()[0] - node.sent[i][1] >= node.input_timeout_s - 0.01
     assert np.diff(stops()).min() >= 1.0 - 0.01  # safe_keepalive_hz: 1
     assert spin_until(executor, lambda: delivered(probe, node)) and skills(probe, codec)[-1] == stop
     probe.received["/diagnostics"].clear()
