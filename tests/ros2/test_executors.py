@@ -6,12 +6,15 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from agent.executors import MultiThreadedExecutor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.context import Context
 from rclpy.node import Node
 
 
+# one worker on purpose: it is held, so the next handler must wait in the pool
+@pytest.mark.filterwarnings("ignore:MultiThreadedExecutor is used with a single thread")
 def test_a_handler_waiting_for_a_busy_pool_is_queued_once_and_spinning_waits(ros_context: Context) -> None:
     node = Node("pool_test", context=ros_context)
     executor = MultiThreadedExecutor(num_threads=1, context=ros_context)
