@@ -99,7 +99,17 @@ def imu_to_sample(msg: Any) -> np.ndarray:
     sample = np.array([a.x, a.y, a.z, g.x, g.y, g.z], dtype=np.float64)
     if not np.all(np.isfinite(sample)):
         raise MessageError("nonfinite", f"IMU sample has NaN/Inf: {sample.tolist()}")
-    return sample.astype(np.float32)
+    return _to_float32(sample, "IMU sample")
+
+
+def _to_float32(values: np.ndarray, what: str) -> np.ndarray:
+    """Finite float64 values -> float32. A value past float32's range would become Inf after the check for
+    NaN/Inf, so it is refused here instead of reaching a model."""
+    with np.errstate(over="ignore"):
+        out = values.astype(np.float32)
+    if not np.all(np.isfinite(out)):
+        raise MessageError("range", f"{what}: a value beyond float32's range in {values.tolist()}")
+    return out
 
 
 def joint_values(msg: Any, names: list[str], what: str) -> np.ndarray:
@@ -220,4 +230,4 @@ def msg_to_privileged(msg: Any, names: list[str], num_skills: int) -> tuple[int,
         raise MessageError("skill", f"active skill id {skill} is not an integer in [0, {num_skills - 1}]")
     if step != math.floor(step) or not 0 <= step <= MAX_STEP:
         raise MessageError("range", f"step {step} is not an integer in [0, {MAX_STEP:g}]")
-    return int(skill), int(step), values[2:].astype(np.float32)
+    return int(skill), int(step), _to_float32(values[2:], "privileged state")

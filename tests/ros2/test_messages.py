@@ -18,8 +18,11 @@ from agent.messages import (
     imu_to_sample,
     msg_to_embedding,
     msg_to_gate,
+    msg_to_privileged,
     msg_to_skill_state,
     param_names,
+    privileged_names,
+    privileged_to_msg,
     rgb_to_image,
     sample_to_imu,
     sec_to_stamp,
@@ -94,11 +97,24 @@ def test_imu_round_trip_and_rejects() -> None:
     with pytest.raises(MessageError) as err:
         imu_to_sample(sample_to_imu(np.array([np.inf, 0, 0, 0, 0, 0]), 3.0))
     assert err.value.reason == "nonfinite"
+    with pytest.raises(MessageError) as err:  # finite as float64, Inf as float32
+        imu_to_sample(sample_to_imu(np.array([0, 0, 9.81, 1e39, 0, 0]), 3.0))
+    assert err.value.reason == "range"
     no_gyro = sample_to_imu(sample, 3.0)
     no_gyro.angular_velocity_covariance[0] = -1.0  # REP 145: not provided
     with pytest.raises(MessageError) as err:
         imu_to_sample(no_gyro)
     assert err.value.reason == "missing"
+
+
+def test_privileged_state_round_trip_and_a_value_past_float32_rejected() -> None:
+    names = privileged_names(["a", "b"])
+    msg = privileged_to_msg(np.array([0.5, -2.0]), 1, 7, 3.0, names)
+    skill, step, state = msg_to_privileged(msg, names, 2)
+    assert (skill, step) == (1, 7) and state.dtype == np.float32 and np.array_equal(state, [0.5, -2.0])
+    with pytest.raises(MessageError) as err:  # finite as float64, Inf as float32
+        msg_to_privileged(privileged_to_msg(np.array([0.5, -1e39]), 1, 7, 3.0, names), names, 2)
+    assert err.value.reason == "range"
 
 
 HASH = "ab" * 32  # an encoder's SHA-256
