@@ -34,6 +34,10 @@ floor relies on it.
 
 Cost per call: bisect on sorted stamps (O(log n)) plus list inserts and front deletions that move at most
 max_teacher or max_pending pointers; a sample costs O(history + horizon * log n).
+
+Episodes. `reset(start)` begins a new one at `start`, the stamp of its first teacher state: an arrival
+stamped before it belongs to the episode that ended (the old episode's last camera frames arrive ~120 ms
+after the new one's first state) and is rejected as "previous_episode", so no frame pairs across a reset.
 """
 
 from __future__ import annotations
@@ -123,8 +127,10 @@ class AlignedBuffer:
         self._retired = 0  # frames ever retired: the next one's number in the stream, kept across episodes
         self.reset()
 
-    def reset(self) -> None:
-        """New episode: every entry, the resolved frontier and the learned widths go; `counts` stay."""
+    def reset(self, start: float = -math.inf) -> None:
+        """New episode from stamp `start` on: every entry, the resolved frontier and the learned widths go;
+        `counts` stay."""
+        self._start = start  # arrivals stamped before it are the last episode's, s
         self._t_stamps: list[float] = []  # held teacher stamps, sorted
         self._teacher: list[TeacherEntry] = []  # parallel to _t_stamps
         self._p_stamps: list[float] = []  # pending student stamps, sorted
@@ -218,6 +224,20 @@ class AlignedBuffer:
         self._prune(now)
         return samples
 
+    def refusal(self, stamp: float, now: float) -> str | None:
+        """Why an arrival stamped `stamp` at `now` is rejected whatever it holds ("nonfinite", "future",
+        "stale", "previous_episode"), or None. Lets a caller refuse a message before acting on its other
+        fields (an episode counter): the caller counts it in `counts`."""
+        if not math.isfinite(stamp):
+            return "nonfinite"
+        if stamp > now + self.cfg.future_tolerance_s:
+            return "future"
+        if stamp < now - self.cfg.max_age_s:
+            return "stale"
+        if stamp < self._start - _SAME_S:
+            return "previous_episode"
+        return None
+
     def _invalid(
         self,
         stamp: float,
@@ -231,10 +251,8 @@ class AlignedBuffer:
             return "nonfinite"
         if any(a.ndim != 1 for a in arrays) or shapes not in (None, tuple(a.shape for a in arrays)):
             return "shape"
-        if stamp > now + self.cfg.future_tolerance_s:
-            return "future"
-        if stamp < now - self.cfg.max_age_s:
-            return "stale"
+        if (reason := self.refusal(stamp, now)) is not None:
+            return reason
         i = bisect.bisect_left(held, stamp - _SAME_S)
         if i < len(held) and held[i] <= stamp + _SAME_S:
             return "duplicate"  # the first one wins

@@ -29,6 +29,9 @@ class StreamDecision:
 
     @property
     def source(self) -> str:
+        """Who decided the executed action: the safe action when neither the student nor the teacher could."""
+        if self.reason == "no_input_safe_action":
+            return "safe"
         return "teacher" if self.decision.use_teacher[0] else "student"
 
     @property
@@ -48,11 +51,18 @@ class DecisionStream:
 
     def on_teacher(self, stamp: float, skill: int, step: int, state: np.ndarray, now: float) -> bool:
         """The sim twin's true state (Dq,) at `stamp`: the frozen teacher acts on it and its entry joins the
-        buffer. A step below the last one is a new episode: no frame may pair across it. False: refused
-        (stale, future, duplicate, non-finite; counted in the buffer)."""
+        buffer. A step below the last one is a new episode from `stamp` on: no frame may pair across it.
+        False: refused (stale, future, duplicate, non-finite, the last episode's; counted in the buffer).
+        A state refused for its stamp is refused before its step is read: it neither ends the episode nor
+        moves the step on."""
         learner, t = self.learner, np.array([now])
+        buffer = learner.buffers[0]
+        if (reason := buffer.refusal(stamp, now)) is not None:
+            buffer.counts[reason] += 1
+            return False
         if step < self.last_step:
             self.episodes += learner.process_step(t, np.array([True]))
+            buffer.reset(start=stamp)  # just emptied by the episode's end: now it knows where the next begins
         self.last_step = step
         return bool(learner.observe_teacher(np.array([stamp]), state[None], np.array([skill]), t)[0])
 

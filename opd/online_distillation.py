@@ -293,7 +293,8 @@ class OnlineDistillation:
         self._predictions: list[deque[tuple[float, np.ndarray]]] = [deque(maxlen=8) for _ in range(n)]
         self._novelty_score = np.full(n, np.nan)
         self._has_student = np.zeros(n, dtype=bool)
-        self._student_seen_at = np.full(n, -np.inf)  # `now` of each env's last accepted frame, s
+        # when each env's newest accepted frame was measured (its stamp; its arrival if earlier), s
+        self._student_seen_at = np.full(n, -np.inf)
         self._student_skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
         self._student_params = np.tile(self.contract.layout.defaults, (n, 1)).astype(np.float64)
         self._student_ok = np.zeros(n, dtype=bool)  # the student's action is finite (inside the contract)
@@ -393,7 +394,8 @@ class OnlineDistillation:
             self._student_skill[i], self._student_params[i] = int(skill[row]), params[row]
             self._student_ok[i] = bool(np.isfinite(self._student_params[i]).all())
             self._has_student[i] = True
-            self._student_seen_at[i] = now[j]
+            # its age counts from when it was measured: a frame that arrives 1.5 s late is stale on arrival
+            self._student_seen_at[i] = min(float(now[j]), float(stamp[j]))
             self._newest_payload[i] = payloads[j]
         return accepted
 
@@ -436,8 +438,8 @@ class OnlineDistillation:
     def act(self, now: np.ndarray, teacher_ok: np.ndarray | None = None) -> Decision:
         """The executed action of every env: the gate's choice between the student and the teacher.
 
-        An env without a usable student (no frame yet, none for `student_timeout_s`, or a non-finite
-        action) is driven by the teacher, or by the safe action when the teacher is silent too.
+        An env without a usable student (no frame yet, none measured within `student_timeout_s`, or a
+        non-finite action) is driven by the teacher, or by the safe action when the teacher is silent too.
         """
         n, inputs = self.num_envs, None
         fresh = now - self._teacher_seen_at <= self.cfg.teacher_timeout_s
@@ -555,9 +557,10 @@ class OnlineDistillation:
                 self.reset_env(i)
         return finished
 
-    def reset_env(self, i: int) -> None:
-        """A new episode for env i: buffer, windows, gate timers and metrics start afresh."""
-        self.buffers[i].reset()
+    def reset_env(self, i: int, start: float = -np.inf) -> None:
+        """A new episode for env i from stamp `start` on (arrivals stamped before it are the last episode's):
+        buffer, windows, gate timers and metrics start afresh."""
+        self.buffers[i].reset(start)
         if self._sightings is not None:
             self._sightings.reset(np.array([i]))
             self._sighted_upto[i] = -np.inf

@@ -473,8 +473,8 @@ class Replay:
         """The acting models on every input of the recording, in batches (`opd.model_memo`): the teacher on
         each teacher state, the student head (all of an episode's windows together) and the predictor on
         each frame's window as it will be if every frame is accepted, an episode starting wherever a
-        teacher step goes back (as `DecisionStream` starts one). A window that turns out otherwise (after
-        a refused frame) is computed as live."""
+        teacher step goes back (as `DecisionStream` starts one) and a frame of the last episode decided
+        after that refused. A window that turns out otherwise (after a refused frame) is computed as live."""
         memo = ModelMemo()
         steps = np.array([t[3] for t in teacher], np.int64)
         starts = np.r_[False, steps[1:] < steps[:-1]][: len(steps)]  # (T,) a state that begins an episode
@@ -482,10 +482,13 @@ class Replay:
             emb = np.stack([f.embedding for f in frames]).astype(np.float32)  # (F, E)
             resets = np.cumsum(starts)  # (T,) episodes begun by each
             episode = np.array([resets[fed - 1] if fed else 0 for _, fed in schedule])  # (F,)
+            stamps = np.array([t[1] for t in teacher], np.float64)  # (T,)
+            first = np.r_[-np.inf, stamps[starts]]  # (episodes,) each one's first stamp
+            kept = np.array([f.stamp for f in frames]) >= first[episode] - 1e-9  # (F,) else the last one's
             history = learner.align.history
             pad = np.zeros((history - 1, emb.shape[1]), np.float32)
             for ep in np.unique(episode):  # one strided view per episode: windows are not copied
-                sel = np.flatnonzero(episode == ep)
+                sel = np.flatnonzero((episode == ep) & kept)
                 padded = np.concatenate([pad, emb[sel]])
                 windows = np.lib.stride_tricks.sliding_window_view(padded, (history, emb.shape[1]))[:, 0]
                 memo.put("head", windows[:, -learner.memory_frames :], learner.episode_head_outputs(emb[sel]))

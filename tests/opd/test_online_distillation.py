@@ -603,6 +603,65 @@ def test_a_decision_stream_decides_per_frame_and_says_what_it_saw(contract, stud
     assert len(stream.episodes) == 1 and stream.episodes[0]["steps"] == 2
 
 
+def streaming(contract, student_cfg, steps: int = 20):
+    """A decision stream `steps` periods into an episode (teacher states now, frames LATENCY late), and the
+    time of its last step."""
+    from opd.decision_stream import DecisionStream
+
+    stream = DecisionStream(make_learner(contract, student_cfg, n=1))
+    for k in range(steps):
+        t = 1.0 + k * PERIOD
+        assert stream.on_teacher(t, 0, k, state_at(np.array([t]))[0], t)
+        if k >= 3:
+            assert stream.on_frame(t - LATENCY, np.full(32, 0.1, np.float32), t) is not None
+    return stream, 1.0 + (steps - 1) * PERIOD
+
+
+@pytest.mark.parametrize("offset, reason", [(-5.0, "stale"), (+0.5, "future")])
+def test_a_teacher_state_refused_for_its_stamp_neither_ends_the_episode_nor_moves_its_step(
+    contract, student_cfg, offset, reason
+):
+    """A stale state with a lower step (a clock restart to the node's stamp check) used to end the episode
+    before the buffer refused it; a future one with a higher step made the next true state end it."""
+    stream, t = streaming(contract, student_cfg)
+    step = 0 if offset < 0 else 10_000
+    assert not stream.on_teacher(t + offset, 0, step, state_at(np.array([t]))[0], t)
+    assert stream.refusals[reason] == 1
+    t += PERIOD
+    assert stream.on_teacher(t, 0, 20, state_at(np.array([t]))[0], t)  # the episode's next state
+    assert stream.episodes == [] and stream.learner.metrics[0].steps == 17
+    assert stream.learner.buffers[0].sizes["teacher"] > 0
+
+
+def test_no_frame_of_the_last_episode_pairs_with_the_next_ones_teacher(contract, student_cfg):
+    """The last camera frame of an episode arrives ~LATENCY after the next episode's first state: it is
+    refused as the last episode's, where it used to join that state within the tolerance."""
+    stream, t = streaming(contract, student_cfg)
+    start = t + PERIOD
+    assert stream.on_teacher(start, 0, 0, state_at(np.array([start]))[0], start)  # step 0: a new episode
+    assert len(stream.episodes) == 1
+    late = start - 0.01  # within tolerance_s of the new episode's first state, taken before it
+    assert stream.on_frame(late, np.zeros(32, np.float32), start + LATENCY) is None
+    assert stream.refusals["previous_episode"] == 1
+    assert stream.on_frame(start, np.zeros(32, np.float32), start + LATENCY) is not None  # the new one's
+
+
+def test_a_frame_measured_longer_ago_than_the_student_timeout_does_not_act(contract, student_cfg):
+    """Staleness counts from the frame's stamp: frames arriving 1.5 s late are no student at all, so with
+    a silent teacher the safe action goes out (it used to execute them as fresh)."""
+    from opd.decision_stream import DecisionStream
+
+    stream = DecisionStream(make_learner(contract, student_cfg, n=1))
+    timeout = stream.learner.cfg.student_timeout_s
+    for k in range(10):
+        now = 5.0 + k * PERIOD
+        late = stream.on_frame(now - timeout - 1.0, np.full(32, 0.1, np.float32), now)
+        assert late is not None and late.source == "safe" and late.reason == "no_input_safe_action"
+        assert late.decision.skill[0] == contract.safe_skill_id
+    fresh = stream.on_frame(now - LATENCY, np.full(32, 0.1, np.float32), now + 0.01)
+    assert fresh.source == "student" and fresh.reason != "no_input_safe_action"
+
+
 def shifted(image: np.ndarray, dy: int, dx: int) -> np.ndarray:
     """`image` (H, W, C) moved by (dy, dx) with its edge pixels repeated."""
     h, w = image.shape[:2]

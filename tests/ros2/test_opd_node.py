@@ -279,7 +279,8 @@ def opd_config(tmp_path: Path, **gate: object) -> str:
     """An `opd:` config whose gate has the given settings (the skill-disagreement override off), patient
     enough that a slow test machine does not turn the teacher or old frames stale."""
     path = tmp_path / "opd.yaml"
-    cfg = {"teacher_timeout_s": 60.0, "align": {"max_age_s": 60.0}, "gate": {"disagree_s": 0.0, **gate}}
+    cfg = {"teacher_timeout_s": 60.0, "student_timeout_s": 60.0, "align": {"max_age_s": 60.0},
+           "gate": {"disagree_s": 0.0, **gate}}  # fmt: skip
     path.write_text(yaml.safe_dump({"opd": cfg}))
     return str(path)
 
@@ -361,6 +362,29 @@ def test_drive_opd_without_a_teacher_lets_the_student_act_alone(
     assert {g.reason for g in probe.received[GATE]} == {"teacher_unavailable"}
     assert all(SOURCES[g.source] == "student" for g in probe.received[GATE])
     assert_commands_pair_up(probe, codec, executor)
+
+
+def test_a_frame_stamped_ahead_is_dropped_without_blocking_the_frames_after_it(
+    start_opd: Start, tiny_artifact: Path, tmp_path: Path
+) -> None:
+    """One embedding stamped 0.5 s ahead is refused by the OPD buffer before its stamp is recorded: the
+    frames after it are no "stamp went backwards", and each still gets its decision (it used to silence the
+    student for up to a second, and the watchdog stopped the robot)."""
+    from policies.artifact import Artifact
+
+    node, probe, executor, codec = start_opd(tiny_artifact, drive="opd", opd_config=opd_config(tmp_path))
+    assert spin_until(executor, lambda: probe.matched(STATE, by=node))
+    art = Artifact.load(tiny_artifact)
+    dim = art.manifest["config"]["student"]["encoder"]["embed_dim"]
+    ahead = embedding_to_msg(np.zeros(dim, np.float32), time.time() + 0.5, "", art.encoder_hash, (0, 0.0, 0))
+    probe.publish(STATE, ahead)
+    assert spin_until(executor, lambda: node.state.dropped["refused"] == 1)
+    frames = feed_opd(probe, executor, node, tiny_artifact, 5, teacher=False)
+    for i, (emb, _, _) in enumerate(frames):
+        probe.publish(STATE, emb)  # /agent/state keeps the newest only: one at a time
+        assert spin_until(executor, lambda i=i: len(probe.received[GATE]) == i + 1)
+    assert node.state.rejected == {} and node.stream.refusals == {"future": 1}
+    assert [g.header.stamp for g in probe.received[GATE]] == [e.header.stamp for e, _, _ in frames]
 
 
 def test_a_novelty_gate_without_learning_is_warned_about(

@@ -12,6 +12,7 @@ from agent.executors import MultiThreadedExecutor
 from agent.lifecycle_node import stop_executor
 from agent.messages import ActionCodec, embedding_to_msg, sec_to_stamp, stamp_to_sec
 from agent.nodes.policy import PolicyNode
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidProtobuf
 from rclpy.context import Context
 from rclpy.parameter import Parameter
 from ros_harness import (
@@ -305,7 +306,7 @@ def test_new_student_versions_are_swapped_in_and_bad_ones_refused(
 ) -> None:
     """The opd node announces versions learnt online; the policy verifies each and swaps between two
     actions. A corrupt version, or one that does not fit (another encoder: it reads other embeddings), is
-    refused: the old one acts."""
+    refused, as is one ONNX Runtime cannot load: the old one acts."""
     drive, turn = contract.skill_id("drive"), contract.skill_id("turn_in_place")
     deployed, learnt = FakeRuntime(contract, skill=drive), FakeRuntime(contract, skill=turn)
     narrow = FakeRuntime(contract, skill=turn)
@@ -314,6 +315,8 @@ def test_new_student_versions_are_swapped_in_and_bad_ones_refused(
     def load(path: str, backend: str = "onnxruntime", **options: object) -> FakeRuntime:
         if path == "corrupt":
             raise ArtifactError(f"{path}/policy.onnx: SHA-256 does not match the manifest's")
+        if path == "garbled":  # hashes fine, the graph not: ONNX Runtime's errors subclass only Exception
+            raise InvalidProtobuf(f"Load model from {path}/policy.onnx failed: Protobuf parsing failed.")
         return {"fake": deployed, "v3": learnt, "narrow": narrow}[path]
 
     node, probe, executor = start_policy(ros_context, load)
@@ -338,7 +341,8 @@ def test_new_student_versions_are_swapped_in_and_bad_ones_refused(
     announce('{"number": 1, "path": "corrupt"}')
     announce('{"number": 2, "path": "narrow"}')
     announce("not json")
-    assert node.versions.rejected == {"refused": 2, "format": 1} and node.version == 0
+    announce('{"number": 4, "path": "garbled"}')
+    assert node.versions.rejected == {"refused": 3, "format": 1} and node.version == 0
     assert acts_with() == drive  # the deployed student still acts
     announce('{"number": 3, "path": "v3"}')
     assert node.version == 3 and acts_with() == turn  # swapped between two actions

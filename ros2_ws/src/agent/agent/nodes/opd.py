@@ -177,17 +177,25 @@ class OpdNode(AgentNode):
         except MessageError as err:
             self.reject(self.state, err, now)
             return
-        with self.lock:
-            self.state.accept(stamp, now)
-        if embedding is not None:
-            self.decide(embedding, stamp, now, msg.header.stamp)
+        if embedding is None:
+            with self.lock:
+                self.state.accept(stamp, now)
+            return
+        self.decide(embedding, stamp, now, msg.header.stamp)
 
     def decide(self, embedding: np.ndarray, stamp: float, now: float, header_stamp: Time) -> None:
-        """OPD on one student frame (E,): join the buffer, let the gate choose, execute and report it."""
+        """OPD on one student frame (E,): join the buffer, let the gate choose, execute and report it.
+
+        A frame the buffer refuses (from the future, stale, late, duplicate, non-finite, the last episode's)
+        is dropped before its stamp is recorded: one frame stamped ahead must not make the next ones look
+        like a clock going back."""
         decided = self.stream.on_frame(stamp, embedding, now)
-        if decided is None:  # refused by the buffer (late, duplicate, non-finite): counted there
-            self.warn_throttled("frame", f"student frame refused: {self.stream.refusals}")
+        if decided is None:
+            refusals = self.stream.refusals
+            self.drop(self.state, "refused", f"student frame refused by the OPD buffer: {refusals}", now)
             return
+        with self.lock:
+            self.state.accept(stamp, now)
         decision = decided.decision
         self.execute(int(decision.skill[0]), decision.params[0], header_stamp, decided.source)
         gate = gate_state(decided)
@@ -213,11 +221,13 @@ class OpdNode(AgentNode):
         except MessageError as err:
             self.reject(self.privileged, err, now)
             return
+        # With drive opd a state the buffer refuses is dropped before its stamp is recorded (see `decide`).
+        if learner is not None and not self.stream.on_teacher(stamp, skill, step, state, now):
+            self.drop(self.privileged, "refused",
+                      f"privileged state refused by the OPD buffer: {self.stream.refusals}", now)  # fmt: skip
+            return
         with self.lock:
             self.privileged.accept(stamp, now)
-        if learner is None:  # drive student or teacher: only counted
-            return
-        self.stream.on_teacher(stamp, skill, step, state, now)  # a refusal is counted in the buffer
 
     def on_student(self, msg: HybridAction) -> None:
         self._on_action(STUDENT, self.student, msg)

@@ -170,7 +170,9 @@ class PolicyNode(AgentNode):
                 raise ValueError(
                     f"its head acts on {runtime.memory} frames, the acting one's on {current.memory}"
                 )
-        except (ValueError, OSError, RuntimeError) as err:  # ArtifactError is a ValueError
+        # Whatever a loader raises refuses the version (ONNX Runtime's load errors subclass only Exception):
+        # an uncaught one would end this thread unreported.
+        except Exception as err:
             self.reject(self.versions, MessageError("refused", f"version {number} ({path}): {err}"), now)
             return
         with self.lock:
