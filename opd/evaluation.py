@@ -22,6 +22,7 @@ from policies.runtime.student_runtime import StudentRuntime
 from policies.skill_contract import SkillContract
 from policies.teacher_policy import TeacherConfig, TeacherPolicy
 from policies.teacher_view import TeacherView, ViewConfig, ViewObject
+from policies.torch_files import load_torch
 
 # Evaluation episodes use seeds EVAL_SEED + i (validation, by convention, 20000 + i). Training envs draw
 # from seed + i (+ 1000 for the demonstrations) and continue their own generators; a resumed run reseeds
@@ -65,8 +66,17 @@ def load_teacher(path: str | Path) -> TeacherPolicy:
         TeacherConfig.from_dict(meta["teacher"], str(meta_path)),
         meta.get("privileged_fields"),
     )
-    policy.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    policy.load_state_dict(load_torch(path))
     return policy.eval()
+
+
+def env_count(episodes: int, num_envs: int, seed: int) -> int:
+    """Envs to run `episodes` side by side on at most `num_envs`; a clear error for counts that cannot be
+    (no episode at all used to play one and then fail on its bookkeeping)."""
+    for name, value, least in (("episodes", episodes, 1), ("envs", num_envs, 1), ("seed", seed, 0)):
+        if value < least:
+            raise ValueError(f"{name} must be at least {least}, got {value}")
+    return min(num_envs, episodes)
 
 
 def evaluate_teacher(
@@ -81,7 +91,7 @@ def evaluate_teacher(
     `action_repeat` control periods; return the report dict (see `agent eval teacher --json`)."""
     from sim.vector_env import DiffBotVectorEnv
 
-    n = max(1, min(num_envs, episodes))
+    n = env_count(episodes, num_envs, seed)
     envs = DiffBotVectorEnv(
         n, sim_config, "privileged", proxy, teacher.cfg.action_repeat, AutoresetMode.DISABLED
     )
@@ -311,7 +321,7 @@ def evaluate_student(
     from sim.gym_env import CONFIG_DIR
     from sim.vector_env import DiffBotVectorEnv
 
-    n = max(1, min(num_envs, episodes))
+    n = env_count(episodes, num_envs, seed)
     cfg = SimConfig.from_yaml(sim_config or CONFIG_DIR / "mujoco.yaml")
     h, w = runtime.image_hw
     cfg = cfg.model_copy(update={"camera": cfg.camera.model_copy(update={"height": h, "width": w})})

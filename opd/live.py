@@ -23,6 +23,7 @@ from policies.config import load_yaml_mapping
 from policies.export import Novelty, export_head_version
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
+from policies.torch_files import load_torch
 from sim.config import PROJECT_ROOT, from_root
 
 log = logging.getLogger(__name__)
@@ -139,12 +140,12 @@ def export_version_main(argv: list[str]) -> None:
     base = Artifact.load(base_dir)
     config = base.manifest["config"]
     student = StudentPolicy(StudentConfig.from_dict(config["student"]), base.contract)
-    student.load_state_dict(torch.load(Path(weights) / "student.pt", weights_only=True))
+    student.load_state_dict(load_torch(Path(weights) / "student.pt"))
     predictor = StatePredictor(PredictorConfig.from_dict(config["predictor"]))
-    predictor.load_state_dict(torch.load(Path(weights) / "predictor.pt", weights_only=True))
+    predictor.load_state_dict(load_torch(Path(weights) / "predictor.pt"))
     novelty = None
     if (Path(weights) / Novelty.FILE).is_file():
-        state = torch.load(Path(weights) / Novelty.FILE, weights_only=True)
+        state = load_torch(Path(weights) / Novelty.FILE)
         novelty = Novelty(json.loads((Path(weights) / "novelty.json").read_text()), state)
     export_head_version(base, student, predictor, out, int(number), novelty)
 

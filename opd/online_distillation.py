@@ -56,6 +56,7 @@ from policies.image_encoder import widen_positions
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy
+from policies.torch_files import load_torch
 
 if TYPE_CHECKING:
     from policies.export import Novelty
@@ -854,7 +855,7 @@ def load_artifact_weights(
     """
     weights = artifact.manifest["weights"]
     try:
-        state = torch.load(artifact.path(weights["student"]), weights_only=True)
+        state = load_torch(artifact.path(weights["student"]))
         if wider:
             image, pos = learner.student.cfg.encoder.image, "encoder.image.pos"
             rows, cols = image.height // image.stride, image.width // image.stride
@@ -863,10 +864,10 @@ def load_artifact_weights(
         kept = {k for k in missing if new_memory and k.startswith("memory.")}
         if unexpected or set(missing) - kept:
             raise RuntimeError(f"missing keys {sorted(set(missing) - kept)}, unexpected {sorted(unexpected)}")
-        predictor = torch.load(artifact.path(weights["predictor"]), weights_only=True)
+        predictor = load_torch(artifact.path(weights["predictor"]))
         learner.predictor.load_state_dict(predictor)
         if novelty and learner.novelty is not None and "novelty" in weights:
-            learner.novelty.load_state_dict(torch.load(artifact.path(weights["novelty"]), weights_only=True))
+            learner.novelty.load_state_dict(load_torch(artifact.path(weights["novelty"])))
     except (RuntimeError, KeyError) as err:
         raise ValueError(f"{artifact.root}: weights do not fit the learner's config: {err}") from None
     learner.sync_policy()

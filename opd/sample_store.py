@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,7 +193,16 @@ class SampleStore:
             Path(tmp).unlink(missing_ok=True)
 
     def load(self, path: Path) -> None:
-        """Restore a saved store; a file of another layout is refused naming the array."""
+        """Restore a saved store; a file of another layout is refused naming the array, one cut short or
+        corrupt naming the file."""
+        try:
+            self._load(path)
+        except (zipfile.BadZipFile, EOFError, OSError, KeyError) as err:
+            if isinstance(err, FileNotFoundError):
+                raise
+            raise ValueError(f"{path}: not a readable sample store (cut short?): {err!r}") from None
+
+    def _load(self, path: Path) -> None:
         with np.load(path) as data:
             wanted = {**self.arrays, "frames": self.frames}
             for k, a in wanted.items():

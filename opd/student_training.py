@@ -14,7 +14,7 @@ Every method gets the same label budget: one teacher label per student frame, `t
 Output directory (rerunning the same command resumes from the last checkpoint):
     config.yaml                         resolved config
     checkpoints/step_XXXXXXXXX.pt + .yaml  learner state (weights only), config beside it
-    checkpoints/store.npz               the learner's sample store, as of the newest checkpoint
+    checkpoints/store_XXXXXXXXX.npz     the learner's sample store, as of the newest checkpoint
     history.jsonl                       one line per log period: losses, intervention rate, threshold, ...
     student.pt, predictor.pt, student.yaml  the final student and predictor (weights) and their configs
     init_from.json                      with `init_from`: the artifact the run started from (manifest hash)
@@ -47,6 +47,7 @@ from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import Config
 from policies.state_predictor import PredictorConfig
 from policies.student_policy import StudentConfig, StudentPolicy
+from policies.torch_files import load_torch
 from sim.config import SimConfig, from_root
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,9 @@ SWITCH = {"opd": "predictor", "novelty": "novelty", "dagger": "student", "sim_on
           "opd_novelty": "predictor_novelty"}  # fmt: skip
 DEFAULT_TEACHER = "sim/robots/diffbot/teacher/teacher.pt"
 ROLLING_EPISODES = 100  # the newest finished episodes the logged episode means are over
+# Settings a run may change when it resumes: how long it goes on, how often it logs and checkpoints, its
+# threads, and the artifact it started from (only a fresh run reads it). Any other change is another run.
+RESUMABLE = frozenset({"total_steps", "checkpoint_every", "log_every", "threads", "init_from"})
 
 
 class StudentTrainConfig(Config):
@@ -108,7 +112,6 @@ class StudentTrainer:
         opd_cfg = cfg.opd.model_copy(update={"switch": SWITCH[cfg.method], "align": align})
         student = StudentPolicy(self.student_cfg, teacher.contract)
         self.learner = OnlineDistillation(student, teacher, opd_cfg, cfg.num_envs, seed=cfg.seed)
-        cfg.to_yaml(self.out / "config.yaml")
         self.episodes: deque[dict[str, Any]] = deque(maxlen=ROLLING_EPISODES)
         self.episode_count = 0
         # Finished training episodes by outcome, over the whole run: how often the executed policy (the
@@ -129,7 +132,12 @@ class StudentTrainer:
         """Train (resuming if a checkpoint exists); write and return student.pt, or None if stopped."""
         from torch.utils.tensorboard import SummaryWriter
 
-        self._resume()
+        try:
+            self._resume()
+        except BaseException:
+            self.robot.close()
+            raise
+        self.cfg.to_yaml(self.out / "config.yaml")  # once the checkpoint (if any) is known to be this run's
         self._trim_history()
         writer = SummaryWriter(str(self.out / "tb"))
         try:
@@ -263,14 +271,21 @@ class StudentTrainer:
             "train_seconds": self.train_seconds,
             "torch_rng": torch.get_rng_state(),
         }
-        self.learner.store.save(ckpt_dir / "store.npz")
+        # The store is named by its step and written first, the .pt last: a checkpoint that exists has its
+        # own store beside it, and a write cut short leaves the last checkpoint with its store untouched.
+        store = store_path(ckpt_dir, self.steps)
+        self.learner.store.save(store)
         self.cfg.to_yaml(path.with_suffix(".yaml"))
         tmp = path.with_suffix(".tmp")
         torch.save(state, tmp)
-        tmp.replace(path)  # the .pt last: a checkpoint that exists has its store beside it
+        tmp.replace(path)
         for old in checkpoints(ckpt_dir)[:-2]:  # keep the last two
             old.unlink()
             old.with_suffix(".yaml").unlink(missing_ok=True)
+        # the stores of older checkpoints go (~1 GB each): only the newest checkpoint's is kept
+        for old in ckpt_dir.glob("store*.npz"):
+            if old != store:
+                old.unlink()
         log.info("checkpoint %s", path)
 
     def _resume(self) -> None:
@@ -279,7 +294,8 @@ class StudentTrainer:
             if self.cfg.init_from:
                 self._init_from(Artifact.load(from_root(self.cfg.init_from)))
             return
-        state = torch.load(ckpts[-1], weights_only=True)
+        self._check_resumes(ckpts[-1])
+        state = load_torch(ckpts[-1])
         self.learner.load(state["learner"])
         self.learner.gate.reset()  # every env starts a new episode: no takeover or timer carries over
         self.episode_count = int(state["episode_count"])
@@ -289,10 +305,36 @@ class StudentTrainer:
         self.pending_updates = float(state["pending_updates"])
         self.train_seconds = float(state.get("train_seconds", 0.0))  # 0: a checkpoint older than the field
         torch.set_rng_state(state["torch_rng"])
-        store = self.out / "checkpoints" / "store.npz"
+        if self.steps > self.cfg.total_steps:
+            raise ValueError(
+                f"{self.out}: its checkpoint is at step {self.steps}, past the {self.cfg.total_steps} steps "
+                "asked for: pass --steps at least that, or export that checkpoint (agent export --from-run)"
+            )
+        ckpt_dir = self.out / "checkpoints"
+        store = store_path(ckpt_dir, self.steps)
+        if not store.is_file() and (ckpt_dir / "store.npz").is_file():
+            store = ckpt_dir / "store.npz"  # a run checkpointed before stores were named by their step
         if store.is_file():
             self.learner.store.load(store)
+        else:
+            log.warning(
+                "%s: no sample store beside the checkpoint; learning resumes from an empty one", ckpt_dir
+            )
         log.info("resumed from %s at step %d with %d samples", ckpts[-1], self.steps, len(self.learner.store))
+
+    def _check_resumes(self, ckpt: Path) -> None:
+        """Refuse a checkpoint written under another config (method, seed, student, teacher, learner...):
+        loading it would go on with settings this command does not ask for."""
+        saved = ckpt.with_suffix(".yaml")
+        if not saved.is_file():
+            log.warning("%s: no config beside the checkpoint; resuming without checking it", ckpt)
+            return
+        changed = config_changes(StudentTrainConfig.from_yaml(saved), self.cfg)
+        if changed:
+            raise ValueError(
+                f"{self.out}: its checkpoint {ckpt.name} was written under another config "
+                f"({'; '.join(changed)}): resume with the config it was written by, or use another --out"
+            )
 
     def _trim_history(self) -> None:
         """Drop history lines logged past the step training resumes from: a run killed after its last
@@ -396,6 +438,25 @@ def checkpoint_path(ckpt_dir: Path, step: int) -> Path:
     return ckpt_dir / f"step_{step:09d}.pt"
 
 
+def store_path(ckpt_dir: Path, step: int) -> Path:
+    """The sample store saved with the checkpoint at `step` decisions."""
+    return ckpt_dir / f"store_{step:09d}.npz"
+
+
+def config_changes(old: StudentTrainConfig, new: StudentTrainConfig) -> list[str]:
+    """The settings (dotted names, "name: old -> new") two training configs differ in, `RESUMABLE` aside."""
+    a, b = (c.model_dump(mode="json", exclude=set(RESUMABLE)) for c in (old, new))
+    return [f"{k}: {x!r} -> {y!r}" for k, x, y in _differences(a, b)]
+
+
+def _differences(a: Any, b: Any, name: str = "") -> Iterator[tuple[str, Any, Any]]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            yield from _differences(a.get(k), b.get(k), f"{name}.{k}" if name else k)
+    elif a != b:
+        yield name, a, b
+
+
 def checkpoints(ckpt_dir: Path) -> list[Path]:
     """A run's checkpoints, oldest first."""
     return sorted(ckpt_dir.glob("step_*.pt"))
@@ -420,7 +481,7 @@ def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = N
     cfg = StudentTrainConfig.from_yaml(path.with_suffix(".yaml"))  # the config the checkpoint was written by
     student_cfg = StudentConfig.from_yaml(from_root(cfg.student_config))
     contract = load_teacher(from_root(cfg.teacher)).contract
-    learner = torch.load(path, weights_only=True)["learner"]
+    learner = load_torch(path)["learner"]
     acting = {**learner["student"], **(learner.get("acting") or {})}  # an average without a fixed encoder
     novelty = learner.get("novelty")
     novelty = None if novelty is None else Novelty(cfg.opd.novelty.model_dump(mode="json"), novelty)

@@ -48,6 +48,7 @@ from opd.replay_buffer import Batch, ReplayBuffer
 from opd.reward_normalizer import RewardNormalizer, RewardNormConfig
 from policies.config import Config
 from policies.teacher_policy import TeacherConfig, TeacherPolicy
+from policies.torch_files import load_torch
 
 log = logging.getLogger(__name__)
 
@@ -371,7 +372,7 @@ class TeacherTrainer:
         ckpts = sorted((self.out / "checkpoints").glob("step_*.pt"))
         if not ckpts:
             return False
-        state = torch.load(ckpts[-1], weights_only=True)
+        state = load_torch(ckpts[-1])
         self.sac.load_state_dict(state["sac"])
         self.normalizer.load_state_dict(state["normalizer"])
         self.sac.reward_scale = torch.tensor(self.normalizer.scale(), dtype=torch.float32)
@@ -393,7 +394,7 @@ class TeacherTrainer:
         best = self.out / "checkpoints" / "best_actor.pt"
         state, steps = self.sac.actor.state_dict(), self.steps
         if self.cfg.eval_every and best.is_file():
-            state, steps = torch.load(best, weights_only=True), self.best[1]
+            state, steps = load_torch(best), self.best[1]
         torch.save(state, path)
         meta = {"obs_dim": self.obs_dim, "sim": self.cfg.sim, "steps": steps, "seed": self.cfg.seed,
                 "selection_success_rate": self.best[0] if self.cfg.eval_every else None,

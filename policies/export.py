@@ -33,6 +33,7 @@ from policies.skill_contract import SkillContract
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.tensorrt_compat import tensorrt_problems
+from policies.torch_files import load_torch
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +234,7 @@ def _load_weights(module: nn.Module, path: str | Path | None, what: str) -> str:
     if path is None:
         log.info("%s: no weights file given, exporting the random initialisation", what)
         return "random-init"
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = load_torch(path)
     module.load_state_dict(state)
     return str(path)
 
@@ -241,15 +242,23 @@ def _load_weights(module: nn.Module, path: str | Path | None, what: str) -> str:
 @contextmanager
 def _written_atomically(out_dir: Path) -> Iterator[Path]:
     """A temporary directory next to `out_dir`, renamed into it when the block ends without an error: a
-    crash never leaves a half-written artifact behind."""
+    crash never leaves a half-written artifact behind. An artifact already there is renamed aside first
+    and deleted only once the new one is in place: deleting it in place, a crash left it half deleted."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    old = tmp.with_name(f"{tmp.name}.old")
     try:
         yield tmp
         if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
+            out_dir.rename(old)
+        try:
+            tmp.rename(out_dir)
+        except OSError:
+            if old.exists():  # the old one goes back
+                old.rename(out_dir)
+            raise
         out_dir.chmod(0o755)  # mkdtemp creates 0700; an artifact is meant to be shared
+        shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from torch import nn
 
 from policies.config import Config
+from policies.torch_files import load_torch
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def load_trunk_weights(resnet: nn.Module, weights: str | None) -> str:
     path = Path(weights)
     if not path.is_file():
         raise FileNotFoundError(f"image.weights: no such file {path}")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = load_torch(path)
     state = {k: v for k, v in state.items() if not k.startswith("fc.")}
     missing, unexpected = resnet.load_state_dict(state, strict=False)
     missing = [k for k in missing if not k.startswith("fc.")]

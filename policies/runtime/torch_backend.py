@@ -10,6 +10,7 @@ from policies.artifact import Artifact
 from policies.skill_contract import SkillContract
 from policies.state_predictor import PredictorConfig, StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
+from policies.torch_files import load_torch
 
 
 class TorchRunner:
@@ -38,9 +39,9 @@ def build_module(artifact: Artifact, name: str) -> nn.Module:
     weights = artifact.manifest["weights"]
     if name == "predictor":
         module = StatePredictor(PredictorConfig.from_dict(cfg["predictor"], "manifest.config.predictor"))
-        module.load_state_dict(torch.load(artifact.path(weights["predictor"]), weights_only=True))
+        module.load_state_dict(load_torch(artifact.path(weights["predictor"])))
         return module
     contract = SkillContract.from_dict(artifact.manifest["skill_contract"], "manifest.skill_contract")
     student = StudentPolicy(StudentConfig.from_dict(cfg["student"], "manifest.config.student"), contract)
-    student.load_state_dict(torch.load(artifact.path(weights["student"]), weights_only=True))
+    student.load_state_dict(load_torch(artifact.path(weights["student"])))
     return student.deployed_encoder() if name == "encoder" else student.deployed_head()

@@ -165,6 +165,13 @@ def test_eval_teacher_without_a_checkpoint_fails_with_one_clear_line(tmp_path):
     assert "none.yaml" in ev.stderr and "Traceback" not in ev.stderr
 
 
+def test_a_count_out_of_range_is_one_clear_line_naming_the_option():
+    """--episodes 0 used to play one episode and then fail on its bookkeeping; --envs 0 ran one env."""
+    ev = agent("eval", "student", "--episodes", "0")
+    assert ev.returncode == 2 and "Traceback" not in ev.stderr
+    assert "argument --episodes: expected an integer >= 1, got 0" in ev.stderr
+
+
 STUDENT_QUICK = Path(__file__).parents[2] / "opd" / "configs" / "student_quick.yaml"
 
 

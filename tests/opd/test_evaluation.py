@@ -343,3 +343,17 @@ def test_a_skill_bias_moves_the_students_argmax_and_the_chosen_skill_keeps_the_h
     assert own.any() and not np.allclose(params[:, own], contract.layout.defaults[own], atol=1e-4)
     with pytest.raises(ValueError, match="unknown skill"):
         biased_student(art, {"fly": 1.0}, tmp_path / "bad")
+
+
+@pytest.mark.parametrize(
+    "episodes, envs, seed, match",
+    [(0, 4, 0, "episodes must be at least 1, got 0"), (3, 0, 0, "envs must be at least 1, got 0"),
+     (3, 4, -1, "seed must be at least 0, got -1")],
+)  # fmt: skip
+def test_an_evaluation_of_no_episodes_or_envs_is_refused_before_it_starts(
+    episodes, envs, seed, match
+) -> None:
+    """No episode used to play one and then fail on its bookkeeping; no env silently ran one."""
+    teacher = load_teacher(COMMITTED)
+    with pytest.raises(ValueError, match=match):
+        evaluate_teacher(teacher, episodes, seed=seed, num_envs=envs)

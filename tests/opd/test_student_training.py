@@ -150,6 +150,69 @@ def test_a_crash_mid_write_leaves_the_last_checkpoint_loadable(tmp_path: Path) -
     assert trainer.steps == 120
 
 
+class Killed(Exception):
+    """A kill during `torch.save` of a checkpoint."""
+
+
+def test_a_kill_while_writing_a_checkpoint_leaves_the_last_one_with_its_own_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store used to be one file, replaced before the checkpoint's .pt: a kill between them left the
+    last checkpoint beside a newer store, and the resume went on from a mix of the two."""
+    out = tmp_path / "run"
+    StudentTrainer(tiny(tmp_path, total_steps=120), out).run()
+    held = StudentTrainer(tiny(tmp_path), out)
+    held._resume()
+    save = torch.save
+
+    def killed(obj: object, f: object, *args: object, **kwargs: object) -> None:
+        if str(f).endswith(".tmp"):
+            raise Killed
+        save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", killed)
+    with pytest.raises(Killed):
+        StudentTrainer(tiny(tmp_path), out).run()  # killed writing the checkpoint at 240
+    monkeypatch.setattr(torch, "save", save)
+    resumed = StudentTrainer(tiny(tmp_path), out)
+    resumed._resume()
+    assert resumed.steps == 120 and len(resumed.learner.store) == len(held.learner.store)
+    assert resumed.learner.store.added == held.learner.store.added
+
+
+def test_a_resume_under_another_config_or_below_its_checkpoint_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    StudentTrainer(tiny(tmp_path, total_steps=120), out).run()
+    written = (out / "config.yaml").read_text()
+    with pytest.raises(ValueError, match=r"another config \(method: 'opd' -> 'dagger'; seed: 0 -> 7\)"):
+        StudentTrainer(tiny(tmp_path, method="dagger", seed=7), out).run()
+    with pytest.raises(ValueError, match=r"opd.distill.lr: 0.0003 -> 0.001"):
+        StudentTrainer(
+            tiny(tmp_path, opd={"distill": {"batch_size": 16, "capacity": 400, "lr": 1e-3}}), out
+        ).run()
+    with pytest.raises(ValueError, match="at step 120, past the 60 steps asked for"):
+        StudentTrainer(tiny(tmp_path, total_steps=60), out).run()
+    assert (out / "config.yaml").read_text() == written  # the refused configs were never recorded
+    # how long it goes on, how often it logs, its threads and start may change
+    go_on = StudentTrainer(tiny(tmp_path, log_every=120, threads=2, init_from="elsewhere"), out)
+    go_on._resume()
+    assert go_on.steps == 120
+
+
+def test_a_corrupt_checkpoint_or_store_is_one_error_naming_the_file(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    StudentTrainer(tiny(tmp_path, total_steps=120), out).run()
+    ckpt = out / "checkpoints"
+    store = ckpt / "store_000000120.npz"
+    store.write_bytes(store.read_bytes()[:1000])  # cut short
+    with pytest.raises(ValueError, match="store_000000120.npz: not a readable sample store"):
+        StudentTrainer(tiny(tmp_path), out)._resume()
+    (ckpt / "step_000000120.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="step_000000120.pt: not a readable torch file") as err:
+        StudentTrainer(tiny(tmp_path), out)._resume()
+    assert "weights_only=False" not in str(err.value)  # never the advice to load arbitrary code
+
+
 def test_a_run_can_start_from_a_shipped_student_and_refuses_another_architecture(tmp_path: Path) -> None:
     base = StudentTrainer(tiny(tmp_path, total_steps=120), tmp_path / "base")
     base.run()

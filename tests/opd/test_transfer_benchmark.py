@@ -411,6 +411,22 @@ def test_a_kept_evaluation_is_not_retrained_without_its_artifact_or_checkpoints(
     assert bench.method("sim_only")["clean"]["success_rate"] == 6 / cfg.episodes
 
 
+def test_a_kept_result_trained_under_another_config_is_refused_not_reused(tmp_path: Path) -> None:
+    """A method directory whose training config is not the one this benchmark asks for (here another seed
+    list) used to count as done: its results stood for a run the command did not make."""
+    cfg = TransferConfig.from_yaml(QUICK)
+    out = tmp_path / "dagger"
+    out.mkdir()
+    cfg.train("dagger").to_yaml(out / "config.yaml")
+    write_json(out / "eval.json", {**evaluation(2, cfg.episodes), "steps": cfg.train().total_steps})
+    (out / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ramp([100, 200])))
+    assert TransferBenchmark(cfg, tmp_path).method("dagger")["success_rate"] == 2 / cfg.episodes
+    other = TransferConfig.from_dict({**cfg.model_dump(), "seeds": [5]})
+    with pytest.raises(ValueError, match=r"another config \(seed: 0 -> 5\)"):
+        TransferBenchmark(other, tmp_path).method("dagger")
+    assert not (out / "checkpoints").exists()  # nothing was trained over it
+
+
 def test_write_report_writes_the_markdown_json_and_plots(tmp_path: Path) -> None:
     methods = {"sim_only": method_result(100), "dagger": method_result(120),
                "novelty": method_result(150), "opd": method_result(140)}  # fmt: skip

@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -275,6 +276,37 @@ def test_missing_file_and_corrupt_manifest_are_refused(copy_of, tmp_path):
         Artifact.load(copy_of)
     with pytest.raises(ArtifactError, match="no manifest.json"):
         Artifact.load(tmp_path / "nowhere")
+
+
+def test_replacing_an_artifact_never_leaves_it_half_deleted(
+    artifact, tmp_path, monkeypatch, tiny_cfg, contract
+):
+    """The artifact already at OUT is renamed aside, not deleted in place, until the new one is there: a
+    failure (or a kill) in between leaves the old one whole."""
+    out = tmp_path / "student"
+    shutil.copytree(artifact, out)
+    before = Artifact.load(out).manifest
+    rename = Path.rename
+
+    def failing(self: Path, target: Path) -> Path:
+        if Path(target) == out and not self.name.endswith(".old"):  # the new artifact moving in
+            raise OSError("no space left on device")
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", failing)
+    pred = PredictorConfig(in_dim=tiny_cfg.encoder.embed_dim, hidden=16)
+    fields = tuple(f"s{i}" for i in range(6))
+    with pytest.raises(OSError, match="no space"):
+        export_artifact(
+            out, student_cfg=tiny_cfg, contract=contract, predictor_cfg=pred, privileged_fields=fields
+        )
+    monkeypatch.undo()
+    assert Artifact.load(out).manifest == before
+    assert [p.name for p in tmp_path.iterdir()] == ["student"]  # nothing left beside it
+    export_artifact(
+        out, student_cfg=tiny_cfg, contract=contract, predictor_cfg=pred, privileged_fields=fields
+    )
+    assert Artifact.load(out).manifest != before and [p.name for p in tmp_path.iterdir()] == ["student"]
 
 
 def test_unknown_backend_and_precision(artifact):

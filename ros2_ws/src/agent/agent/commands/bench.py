@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.commands import at_least
+
 if TYPE_CHECKING:  # both load rclpy or numpy, which `agent --help` does without
     from agent.host_steal import StealMonitor
     from agent.sim_session import Progress
@@ -53,9 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     enc.add_argument("--image-size", type=image_size, default=(128, 128), metavar="N|WxH",
                      help="input size of the fresh artifact, pixels (multiples of 32): N (square) or WxH, "
                      "e.g. 128x64 for the committed student's wide camera")  # fmt: skip
-    enc.add_argument("--iters", type=int, default=200, help="timed calls per backend")
-    enc.add_argument("--warmup", type=int, default=20, help="untimed calls per backend first")
-    enc.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads per backend")
+    enc.add_argument("--iters", type=at_least(1), default=200, help="timed calls per backend")
+    enc.add_argument("--warmup", type=at_least(0), default=20, help="untimed calls per backend first")
+    enc.add_argument(
+        "--threads", type=at_least(1), default=os.cpu_count() or 1, help="CPU threads per backend"
+    )
     enc.add_argument(
         "--config", type=Path, help="student config YAML (default policies/configs/student.yaml)"
     )
@@ -70,17 +74,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     r = sub.add_parser("replay", help="offline replay speed against the encoder's batched throughput")
     r.add_argument("--seconds", type=float, default=30.0, help="length of the generated bag, s")
-    r.add_argument("--rounds", type=int, default=3, help="rounds timed; the figures are the median round")
+    r.add_argument(
+        "--rounds", type=at_least(1), default=3, help="rounds timed; the figures are the median round"
+    )
     r.add_argument("--artifact", type=Path, help="student artifact (default sim/robots/diffbot/student)")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
     m = sub.add_parser("messages", help="state embedding: bytes and cost per hop by message layout")
-    m.add_argument("--iters", type=int, default=2000, help="hops timed per layout")
+    m.add_argument("--iters", type=at_least(1), default=2000, help="hops timed per layout")
     m.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     lb = sub.add_parser("learner", help="seconds per learner update, encoder in float32 and in bfloat16")
     lb.add_argument("--config", type=Path, help="student training config whose learner is timed "
                     "(default opd/configs/student_transfer_wide.yaml)")  # fmt: skip
-    lb.add_argument("--rounds", type=int, default=3, help="alternating rounds; the figures are the medians")
-    lb.add_argument("--updates", type=int, default=5, help="updates timed per round and format")
+    lb.add_argument(
+        "--rounds", type=at_least(1), default=3, help="alternating rounds; the figures are the medians"
+    )
+    lb.add_argument("--updates", type=at_least(1), default=5, help="updates timed per round and format")
     lb.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
 
 

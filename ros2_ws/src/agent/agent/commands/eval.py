@@ -16,6 +16,7 @@ from pathlib import Path
 
 import opd
 import sim
+from agent.commands import at_least
 
 SIM_DIR = Path(sim.__file__).parent
 DEFAULT_TEACHER = SIM_DIR / "robots" / "diffbot" / "teacher" / "teacher.pt"
@@ -34,22 +35,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t = sub.add_parser(
         "teacher", help="evaluate a trained teacher in the clean sim or on the real-robot proxy"
     )
-    t.add_argument("--episodes", type=int, default=200, help="seeded episodes")
+    t.add_argument("--episodes", type=at_least(1), default=200, help="seeded episodes")
     t.add_argument("--proxy", action="store_true", help="run on the real-robot proxy (privileged state)")
     t.add_argument("--proxy-config", type=Path, default=DEFAULT_PROXY, help="proxy YAML used with --proxy")
     t.add_argument(
         "--checkpoint", type=Path, default=DEFAULT_TEACHER, help="teacher.pt (teacher.yaml beside it)"
     )
     t.add_argument("--json", action="store_true", help="print one JSON object")
-    t.add_argument("--envs", type=int, default=16, help="episodes run side by side (one backend object)")
+    t.add_argument(
+        "--envs", type=at_least(1), default=16, help="episodes run side by side (one backend object)"
+    )
     s = sub.add_parser("student", help="evaluate an exported student acting alone (no teacher)")
     s.add_argument("--artifact", type=Path, default=DEFAULT_STUDENT, help="artifact directory (agent export)")
-    s.add_argument("--episodes", type=int, default=200, help="seeded episodes")
+    s.add_argument("--episodes", type=at_least(1), default=200, help="seeded episodes")
     s.add_argument("--proxy", action="store_true", help="run on the real-robot proxy")
     s.add_argument("--proxy-config", type=Path, default=DEFAULT_PROXY, help="proxy YAML used with --proxy")
     s.add_argument("--backend", default="onnxruntime", help="runtime backend (torch, onnxruntime, tensorrt)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
-    s.add_argument("--envs", type=int, default=16, help="episodes run side by side (one backend object)")
+    s.add_argument(
+        "--envs", type=at_least(1), default=16, help="episodes run side by side (one backend object)"
+    )
     s.add_argument("--assist", choices=ASSISTS, help="diagnostic: override the student in one regime of its "
                    "target (unseen since it became the target, out of view now, farther than --assist-range "
                    "in or out of view) by the teacher or a scripted search; bounds what fixing that regime "
@@ -61,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "the student and the teacher (on its own view, not driving) chose then")  # fmt: skip
     s.add_argument("--teacher", type=Path, default=DEFAULT_TEACHER,
                    help="teacher.pt for --assist teacher_* and --collisions")  # fmt: skip
-    s.add_argument("--seed", type=int, default=EVAL_SEED, help=f"seed of the first episode (default "
+    s.add_argument("--seed", type=at_least(0), default=EVAL_SEED, help=f"seed of the first episode (default "
                    f"{EVAL_SEED}: the held-out test seeds; e.g. 20000 for validation)")  # fmt: skip
     s.add_argument(
         "--skill-bias",

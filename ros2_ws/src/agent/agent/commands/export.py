@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from agent.commands import at_least
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -29,14 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--int8", action="store_true", help="also write an INT8 encoder for ONNX Runtime on CPUs"
     )
     parser.add_argument("--calibration", type=Path, help="INT8 calibration inputs (.npz); default: synthetic")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random initialisation")
+    parser.add_argument("--seed", type=at_least(0), default=0, help="seed of the random initialisation")
     parser.add_argument(
         "--from-run", type=Path, metavar="RUN",
         help="export a student training run's checkpoint (agent train student --out RUN), e.g. to evaluate "
         "it while it trains; its configs come from the checkpoint",
     )  # fmt: skip
     parser.add_argument(
-        "--step", type=int, help="with --from-run: the checkpoint at this step (default: the newest)"
+        "--step", type=at_least(0), help="with --from-run: the checkpoint at this step (default: the newest)"
     )
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent import graph
+from agent.commands import at_least
 
 if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not load rclpy or the models
     from rich.console import Console
@@ -40,7 +41,9 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=["fp32", "fp16", "int8"],
                         help="encoder precision; default: int8 (ONNX Runtime's quantised encoder) without "
                         "--artifact, else the backend's default")  # fmt: skip
-    parser.add_argument("--threads", type=int, default=1, help="intra-op threads per inference backend")
+    parser.add_argument(
+        "--threads", type=at_least(1), default=1, help="intra-op threads per inference backend"
+    )
     parser.add_argument("--executor", choices=graph.EXECUTORS, default="single",
                         help="each node's executor: single or multi-threaded (agent.bringup)")  # fmt: skip
     parser.add_argument("--drive", choices=graph.DRIVES, default="opd",
@@ -58,7 +61,7 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="real-time factor (1 = real time; 0 = as fast as the graph answers)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the first episode")
+    parser.add_argument("--seed", type=at_least(0), default=0, help="seed of the first episode")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

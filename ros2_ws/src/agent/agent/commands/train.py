@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 import opd
+from agent.commands import at_least
 
 DEFAULT_CONFIG = Path(opd.__file__).parent / "configs" / "teacher.yaml"
 DEFAULT_STUDENT_CONFIG = Path(opd.__file__).parent / "configs" / "student.yaml"
@@ -17,9 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "teacher", help="train the teacher with hybrid SAC (resumes from --out if it has a checkpoint)"
     )
     t.add_argument("--sim", choices=["mujoco", "isaacsim"], help="simulator backend (default: the config's)")
-    t.add_argument("--envs", type=int, help="parallel envs (one backend object)")
-    t.add_argument("--steps", type=int, help="RL env steps (decisions), summed over envs")
-    t.add_argument("--seed", type=int, help="seed")
+    t.add_argument("--envs", type=at_least(1), help="parallel envs (one backend object)")
+    t.add_argument("--steps", type=at_least(1), help="RL env steps (decisions), summed over envs")
+    t.add_argument("--seed", type=at_least(0), help="seed")
     t.add_argument("--out", type=Path, default=Path("runs/teacher"), help="output directory")
     t.add_argument("--config", type=Path, help="training config YAML (default opd/configs/teacher.yaml)")
     s = sub.add_parser(
@@ -30,9 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="default: the config's")  # fmt: skip
     s.add_argument("--sim", choices=["mujoco", "isaacsim"], help="simulator: sim/configs/<sim>.yaml (Isaac "
                    "Sim on GPU hosts with the isaacsim extra); default: the config's sim_config")  # fmt: skip
-    s.add_argument("--envs", type=int, help="parallel envs (one backend object)")
-    s.add_argument("--steps", type=int, help="decisions (control periods), summed over envs")
-    s.add_argument("--seed", type=int, help="seed")
+    s.add_argument("--envs", type=at_least(1), help="parallel envs (one backend object)")
+    s.add_argument("--steps", type=at_least(1), help="decisions (control periods), summed over envs")
+    s.add_argument("--seed", type=at_least(0), help="seed")
     s.add_argument("--out", type=Path, default=Path("runs/student"), help="output directory")
     s.add_argument("--config", type=Path, help="training config YAML (default opd/configs/student.yaml)")
     s.add_argument("--init-from", type=Path, metavar="ARTIFACT",
