@@ -104,12 +104,17 @@ class Skips:
     span: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     detail: dict[tuple[str, str], str] = field(default_factory=dict)  # the first message of each
 
-    def add(self, topic: str, reason: str, time_s: float, detail: str = "") -> None:
+    def add(self, topic: str, reason: str, time_s: float, detail: str = "", count: int = 1) -> None:
         key = (topic, reason)
-        self.counts[key] += 1
+        self.counts[key] += count
         first_last = self.span.setdefault(key, [time_s, time_s])
         first_last[1] = time_s
         self.detail.setdefault(key, detail)
+
+    def raise_to(self, topic: str, reason: str, time_s: float, detail: str, count: int) -> None:
+        """At least `count` of (topic, reason): a loss that several reads of the bag each meet counts once."""
+        if (extra := count - self.counts[(topic, reason)]) > 0:
+            self.add(topic, reason, time_s, detail, count=extra)
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per (topic, reason), sorted: the report's "skipped" table."""
@@ -185,6 +190,11 @@ class BagInput:
         reader = RecoveredMcap(files, typestore(self.topics.distro))
         if not reader.connections:
             raise BagError(f"{self.path}: cannot open the bag ({why}), and no record of it is readable")
+        for name, count in listed_files(self.path).items():  # a split bag missing a file: its part is gone
+            if not (self.path / name).is_file():
+                detail = (f"{name} is listed in metadata.yaml but not in the bag: its messages are not "
+                          f"replayed (rosbags: {why})")  # fmt: skip
+                self.skips.add("<bag>", "missing_file", 0.0, detail, count=max(count, 1))
         for cut in reader.cuts:
             detail = (f"{cut.path.name} ends in the middle of a record ({cut.error}): read its "
                       f"{cut.messages} messages before the cut (rosbags: {why})")  # fmt: skip
@@ -223,13 +233,17 @@ class BagInput:
         """The recorded run's launch arguments (artifact_dir, backend, drive, precision), {} when none."""
         return recorded_launch_args(self.custom)
 
-    def recorded_params(self) -> dict[str, Any]:
-        """The recorded run's resolved node parameters (`agent run --record`), {} when not stored."""
+    def node_params(self, node: str) -> dict[str, Any]:
+        """The `ros__parameters` of `node` in the recorded run (`agent run --record`), {} when not stored
+        or not a parameter file's shape (metadata.yaml is the recorder's to write, not ours to trust)."""
         text = self.custom.get("agent.params")
         try:
-            return yaml.safe_load(text) or {} if text else {}
+            params = yaml.safe_load(text) if text else None
         except yaml.YAMLError:
             return {}
+        entry = params.get(node) if isinstance(params, dict) else None
+        values = entry.get("ros__parameters") if isinstance(entry, dict) else None
+        return values if isinstance(values, dict) else {}
 
     def messages(self, roles: tuple[str, ...], stamps_only: tuple[str, ...] = ()) -> Iterator[BagMessage]:
         """Decoded messages of `roles` in log-time order. Undecodable ones are skipped and counted; a read
@@ -243,14 +257,26 @@ class BagInput:
         role_of = {id(c): r for r in roles for c in self.connections.get(r, [])}
         it = self.reader.messages(connections=conns)
         last = self.start_s
+        read: Counter[int] = Counter()  # messages read per connection
         while True:
             try:
                 conn, t_ns, raw = next(it)
             except StopIteration:
+                for c in conns:  # fewer than the bag lists: metadata.yaml names another type than the file's
+                    lost = c.msgcount - read[id(c)]
+                    detail = (f"the bag lists {c.msgcount} messages of type {c.msgtype}, {read[id(c)]} were "
+                              "found as that type (does metadata.yaml name the file's type?)")  # fmt: skip
+                    self.skips.raise_to(c.topic, "unread", last, detail, lost)
                 return
             except Exception as err:  # storage-level corruption: keep what was read
-                self.skips.add("<bag>", "read_error", last, f"{type(err).__name__}: {err}; reading stopped")
+                why = f"{type(err).__name__}: {err}"
+                self.skips.raise_to("<bag>", "read_error", last, f"{why}; reading stopped", 1)
+                for c in conns:  # what the bag's index holds past the error
+                    lost = c.msgcount - read[id(c)]
+                    detail = f"{lost} of its {c.msgcount} messages lie past a read error ({why})"
+                    self.skips.raise_to(c.topic, "unread", last, detail, lost)
                 return
+            read[id(conn)] += 1
             last = t_ns * 1e-9
             role = role_of[id(conn)]
             if role in stamps_only:
@@ -269,23 +295,41 @@ class BagInput:
             yield BagMessage(role, conn.topic, last, msg)
 
 
+def bag_info(bag: Path) -> dict[str, Any]:
+    """metadata.yaml's `rosbag2_bagfile_information`, {} when missing, unreadable or not a mapping (the
+    recorder's to write, not ours to trust: every field read from it is checked for its type)."""
+    try:
+        meta = yaml.safe_load((Path(bag) / "metadata.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    info = meta.get("rosbag2_bagfile_information") if isinstance(meta, dict) else None
+    return info if isinstance(info, dict) else {}
+
+
 def recorded_custom_data(bag: Path) -> dict[str, str]:
     """A bag's custom_data (rosbag2 metadata version >= 6; `rosbags` does not expose it, so it is read from
     metadata.yaml without opening the storage), {} when there is none."""
-    try:
-        meta = yaml.safe_load((Path(bag) / "metadata.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return {}
-    custom = (meta.get("rosbag2_bagfile_information") or {}).get("custom_data") or {}
-    return {str(k): str(v) for k, v in custom.items()}
+    custom = bag_info(bag).get("custom_data")
+    return {str(k): str(v) for k, v in custom.items()} if isinstance(custom, dict) else {}
+
+
+def listed_files(bag: Path) -> dict[str, int]:
+    """The storage files metadata.yaml lists, with the messages it says each holds (0: not said)."""
+    info = bag_info(bag)
+    files = info.get("files") if isinstance(info.get("files"), list) else []
+    counts = {str(f.get("path")): f.get("message_count") for f in files if isinstance(f, dict)}
+    paths = info.get("relative_file_paths")
+    names = [str(n) for n in paths] if isinstance(paths, list) else list(counts)
+    return {n: counts.get(n) if isinstance(counts.get(n), int) else 0 for n in names}
 
 
 def recorded_launch_args(custom: dict[str, str]) -> dict[str, str]:
     """The launch arguments `agent run --record` stores in custom_data, {} when none."""
     try:
-        return json.loads(custom.get("agent.launch_args", "{}"))
+        args = json.loads(custom.get("agent.launch_args", "{}"))
     except json.JSONDecodeError:
         return {}
+    return {str(k): str(v) for k, v in args.items()} if isinstance(args, dict) else {}
 
 
 def stamp_ns(stamp: float) -> int:

@@ -3,9 +3,11 @@ crashed, the disk filled, the power went), read record by record with the `mcap`
 
 rosbags, like rosbag2's own reader, opens an MCAP file through its footer and summary; `ros2 bag reindex`
 rebuilds them offline. Every record before the cut is intact, so replay reads those directly: schemas and
-channels as they come, chunks decompressed, messages in file order (a recorder writes them as it receives
-them: log-time order), up to the first record the file does not hold in full. `RecoveredMcap` offers the
-part of rosbags' AnyReader that `opd.bag_input.BagInput` uses.
+channels as they come, chunks decompressed, up to the first record the file does not hold in full.
+Messages come out in log-time order, as rosbags gives them: a recorder writes them as it receives them,
+which is that order, and a file written otherwise is put in order in one pass, holding back only the
+messages read ahead of their turn. `RecoveredMcap` offers the part of rosbags' AnyReader that
+`opd.bag_input.BagInput` uses.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from mcap.records import Channel, Message, Schema
 from mcap.stream_reader import StreamReader
 
@@ -45,12 +48,15 @@ class RecoveredMcap:
         self.files, self.store = files, store
         self.cuts: list[Cut] = []
         self._conns: dict[tuple[str, str], RecoveredConnection] = {}
-        self.start_time, self.end_time = 2**63 - 1, 0  # log times, ns
+        times = []  # log time of each message, in file order, ns
         for conn, t_ns, _ in self._scan(record_cuts=True):
             conn.msgcount += 1
-            self.start_time, self.end_time = min(self.start_time, t_ns), max(self.end_time, t_ns)
-        if not self.end_time:
-            self.start_time = 0
+            times.append(t_ns)
+        t = np.asarray(times, np.int64)
+        self.start_time, self.end_time = (int(t.min()), int(t.max())) if len(t) else (0, 0)
+        # each message's place in log-time order (ties in file order); None: the files are in that order
+        in_order = bool(np.all(np.diff(t) >= 0))
+        self._rank = None if in_order else np.argsort(np.argsort(t, kind="stable"), kind="stable")
 
     @property
     def connections(self) -> list[RecoveredConnection]:
@@ -59,11 +65,21 @@ class RecoveredMcap:
     def messages(
         self, connections: list[RecoveredConnection]
     ) -> Iterator[tuple[RecoveredConnection, int, bytes]]:
-        """(connection, log time ns, serialized message) of `connections`, in file order."""
+        """(connection, log time ns, serialized message) of `connections`, in log-time order."""
         wanted = {id(c) for c in connections}
-        for conn, t_ns, raw in self._scan(record_cuts=False):
-            if id(conn) in wanted:
-                yield conn, t_ns, raw
+        held: dict[int, tuple[RecoveredConnection, int, bytes] | None] = {}  # read ahead of their turn
+        turn = 0  # the place in log-time order that goes out next
+        for i, (conn, t_ns, raw) in enumerate(self._scan(record_cuts=False)):
+            if self._rank is None:
+                if id(conn) in wanted:
+                    yield conn, t_ns, raw
+                continue
+            held[int(self._rank[i])] = (conn, t_ns, raw) if id(conn) in wanted else None
+            while turn in held:
+                message = held.pop(turn)
+                turn += 1
+                if message is not None:
+                    yield message
 
     def deserialize(self, raw: bytes, msgtype: str) -> Any:
         return self.store.deserialize_cdr(raw, msgtype)

@@ -56,6 +56,7 @@ from policies.imu_buffer import ImuBuffer, MatchStatus
 from policies.message_fields import (
     REPLAY_ENCODINGS,
     MessageError,
+    checked_skill_state,
     checked_stamp,
     compressed_to_rgb,
     image_to_rgb,
@@ -248,7 +249,7 @@ class Replay:
                     rec.executed.setdefault(stamp_ns(stamp), (m.log_s, *msg_to_action(m.msg, c)))
                 elif m.role == "state":
                     emb = self._recorded_embedding(m, emb_dim) if self.reuse_state else None
-                    active = (int(m.msg.skill), float(m.msg.progress), float(m.msg.step))
+                    active = checked_skill_state(m.msg.skill, m.msg.progress, m.msg.step, c.num_skills)
                     rec.states.setdefault(stamp_ns(stamp), Frame(stamp, m.log_s, emb, active))
             except (MessageError, ValueError) as err:
                 reason = err.reason if isinstance(err, MessageError) else "invalid"
@@ -281,6 +282,7 @@ class Replay:
         imu = ImuBuffer(rt.imu_window, size, self.cfg.sync_tolerance_s, period_s=1.0 / float(pre["rate_hz"]),
                         future_tolerance_s=self.cfg.imu_future_tolerance_s)  # fmt: skip
         wanted = set(rec.states) if rec.states else None  # the live encoder's frames, when recorded
+        imaged: set[int] = set()  # those of them whose image is in the bag (used or skipped)
         skill_logs = [t for t, _ in rec.skills]
         frames: list[Frame] = []
         batch: list[FrameInput] = []
@@ -296,6 +298,8 @@ class Replay:
                 if wanted is not None and stamp_ns(stamp) not in wanted:
                     self.counts["frames_not_encoded_live"] += 1
                     return None
+                if wanted is not None:
+                    imaged.add(stamp_ns(stamp))
                 if wanted is None and m.log_s - stamp > self.cfg.max_latency_s:
                     raise MessageError("late", f"image {m.log_s - stamp:.3f} s old on arrival")
                 if hasattr(m.msg, "format"):
@@ -338,12 +342,8 @@ class Replay:
                 self.progress("encode", len(frames), total)
         if batch:
             frames += self._encode_batch(rt, batch)
-        if wanted is not None:
-            self.counts["live_frames_without_image"] = (
-                len(wanted)
-                - len(frames)
-                - sum(n for (t, r), n in bag.skips.counts.items() if t == self.cfg.topics.name("camera"))
-            )
+        if wanted is not None:  # duplicated or skipped images are no missing ones
+            self.counts["live_frames_without_image"] = len(wanted - imaged)
         return frames
 
     def _encode_batch(self, rt: Any, batch: list[FrameInput]) -> list[Frame]:
@@ -364,9 +364,9 @@ class Replay:
 
     # ---- pass 3 ---------------------------------------------------------------------------------------
     def _learner(self, bag: BagInput) -> Any:
-        opd_params = bag.recorded_params().get("opd", {}).get("ros__parameters", {})
-        opd_config = self.cfg.opd_config or opd_params.get("opd_config") or str(DEFAULT_OPD_CONFIG)
-        teacher = self.cfg.teacher or opd_params.get("teacher_checkpoint") or default_teacher(self.artifact)
+        recorded = {k: v for k, v in bag.node_params("opd").items() if isinstance(v, str)}  # paths only
+        opd_config = self.cfg.opd_config or recorded.get("opd_config") or str(DEFAULT_OPD_CONFIG)
+        teacher = self.cfg.teacher or recorded.get("teacher_checkpoint") or default_teacher(self.artifact)
         self.used = {"opd_config": str(opd_config), "teacher": str(teacher)}
         learner = load_learner(self.artifact, from_root(teacher), from_root(opd_config), learning=False)
         carried = "novelty" in self.artifact.manifest["weights"]

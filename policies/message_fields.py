@@ -22,6 +22,7 @@ from policies.skill_contract import SkillContract
 IMAGE_ENCODINGS = ("rgb8", "bgr8")  # what the live encoder takes on /camera/image_raw
 REPLAY_ENCODINGS = (*IMAGE_ENCODINGS, "mono8")  # recorded robot cameras: mono8 too
 COMPRESSED_FORMATS = ("jpeg", "png")  # sensor_msgs/CompressedImage
+MAX_COMPRESSED_PIXELS = 8192 * 8192  # larger is no camera frame: a corrupt or hostile header, px
 SKILL_STATE_NAMES = ("skill", "progress", "step")
 SOURCES = ("student", "teacher", "safe")  # agent_interfaces/HybridAction.SOURCE_*, by value
 
@@ -77,17 +78,23 @@ def image_to_rgb(msg: Any, encodings: tuple[str, ...] = IMAGE_ENCODINGS) -> np.n
 def compressed_to_rgb(msg: Any) -> np.ndarray:
     """sensor_msgs/CompressedImage (JPEG or PNG; `format` as image_transport writes it, e.g. "rgb8; jpeg
     compressed bgr8" or plain "jpeg") -> RGB array (H, W, 3) uint8. Decoded with Pillow, which reads the
-    codec from the data itself; the format string only has to name a supported one."""
-    from PIL import Image, UnidentifiedImageError
+    codec from the data itself: the data must be JPEG or PNG (Pillow would also take TIFF, BMP, DDS...),
+    and its header's size is checked before any pixel is decoded."""
+    from PIL import Image
 
     fmt = str(msg.format).lower()
     if not any(name in fmt for name in COMPRESSED_FORMATS):
         raise MessageError("encoding", f"compressed format {msg.format!r}: not one of {COMPRESSED_FORMATS}")
     try:
-        with Image.open(io.BytesIO(bytes(msg.data))) as img:
+        with Image.open(io.BytesIO(bytes(msg.data)), formats=("JPEG", "PNG")) as img:
+            w, h = img.size
+            if w * h > MAX_COMPRESSED_PIXELS:
+                raise MessageError("size", f"compressed image of {w}x{h} px, over {MAX_COMPRESSED_PIXELS} px")
             return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()  # (H, W, 3)
-    except (UnidentifiedImageError, OSError, ValueError) as err:
-        raise MessageError("decode", f"compressed image ({msg.format!r}) does not decode: {err}") from None
+    except MessageError:
+        raise
+    except Exception as err:  # Pillow's decoders raise an open set of errors on corrupt data
+        raise MessageError("decode", f"compressed image ({msg.format!r}) does not decode: {err!r}") from None
 
 
 def imu_to_sample(msg: Any) -> np.ndarray:
@@ -207,8 +214,14 @@ def msg_to_gate(msg: Any) -> dict[str, Any]:
 
 def msg_to_skill_state(msg: Any, num_skills: int) -> tuple[int, float, float]:
     """JointState -> (skill id, progress, step), each checked against its range."""
-    skill, progress, step = joint_values(msg, list(SKILL_STATE_NAMES), "active skill")
-    if skill != math.floor(skill) or not 0 <= skill < num_skills:
+    return checked_skill_state(*joint_values(msg, list(SKILL_STATE_NAMES), "active skill"), num_skills)
+
+
+def checked_skill_state(
+    skill: float, progress: float, step: float, num_skills: int
+) -> tuple[int, float, float]:
+    """(skill id, progress, step) as the encoder takes them, each checked against its range (NaN fails)."""
+    if not math.isfinite(skill) or skill != math.floor(skill) or not 0 <= skill < num_skills:
         raise MessageError("skill", f"active skill id {skill} is not an integer in [0, {num_skills - 1}]")
     if not 0.0 <= progress <= 1.0:
         raise MessageError("range", f"task progress {progress} outside [0, 1]")

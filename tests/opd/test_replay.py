@@ -182,6 +182,40 @@ def test_an_mcap_recording_cut_short_replays_up_to_the_cut(artifact, tmp_path) -
         Replay(tmp_path / "empty", ARTIFACT, load_config(None)).run()
 
 
+def test_a_recording_cut_short_comes_out_in_log_time_order_however_it_was_written(artifact, tmp_path) -> None:
+    """A recorder may write messages a little out of log-time order (threads); rosbags gives them sorted,
+    and the reader of a file without its footer used to give them in file order: a different replay of the
+    same data, with "backwards" stamps that are not in the recording."""
+    import random
+
+    from rosbags.highlevel import AnyReader
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from opd.bag_input import typestore
+
+    src, ts = write_synthetic_bag(tmp_path / "src", artifact, 3.0), typestore()
+    shuffled = tmp_path / "shuffled"
+    with AnyReader([src], default_typestore=ts) as reader:
+        messages, connections = list(reader.messages()), list(reader.connections)
+    order, rng = list(range(len(messages))), random.Random(0)
+    for i in range(0, len(order), 20):  # each run of 20 written in another order
+        block = order[i : i + 20]
+        rng.shuffle(block)
+        order[i : i + 20] = block
+    with Writer(shuffled, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conns = {c.topic: writer.add_connection(c.topic, c.msgtype, typestore=ts) for c in connections}
+        for j in order:
+            conn, t, raw = messages[j]
+            writer.write(conns[conn.topic], t, raw)
+    whole = Replay(shuffled, ARTIFACT, load_config(None)).run()
+    data = next(shuffled.glob("*.mcap"))
+    data.write_bytes(data.read_bytes()[:-300])  # the footer and summary gone, every message still there
+    cut = Replay(shuffled, ARTIFACT, load_config(None)).run()
+    assert [s["reason"] for s in cut["skipped"] if s["topic"] == "<bag>"] == ["truncated"]
+    assert cut["gates"] == whole["gates"] and cut["decisions"] == whole["decisions"]
+    assert all(t["backwards"] == 0 for t in cut["bag"]["topics"].values())
+
+
 def test_a_corrupt_chunk_stops_reading_with_the_error_and_where(artifact, tmp_path) -> None:
     """Bytes overwritten inside an MCAP chunk (this small bag has one): reading stops there, and with no
     frame left the error lists the read error with its log time."""
@@ -193,6 +227,19 @@ def test_a_corrupt_chunk_stops_reading_with_the_error_and_where(artifact, tmp_pa
     data.write_bytes(bytes(raw))
     with pytest.raises(BagError, match="'reason': 'read_error'"):
         Replay(bag, ARTIFACT, load_config(None)).run()
+    # in a longer bag the chunks before it replay; the error counts once, however many passes met it, and
+    # each topic's messages past it are counted as unread
+    bag = write_synthetic_bag(tmp_path / "long", artifact, 8.0)
+    data = next(bag.glob("*.mcap"))
+    raw = bytearray(data.read_bytes())
+    at = len(raw) * 6 // 10
+    raw[at : at + 4000] = b"\xab" * 4000
+    data.write_bytes(bytes(raw))
+    result = Replay(bag, ARTIFACT, load_config(None)).run()
+    skipped = {(s["topic"], s["reason"]): s["count"] for s in result["skipped"]}
+    assert skipped[("<bag>", "read_error")] == 1 and result["decisions"] > 0
+    read = result["bag"]["topics"]["/camera/image_raw"]["messages"]
+    assert read + skipped[("/camera/image_raw", "unread")] == 160  # 8 s at 20 Hz
 
 
 def test_bad_messages_are_skipped_and_counted_with_topic_and_time(artifact, tmp_path) -> None:
@@ -234,6 +281,88 @@ def test_bad_messages_are_skipped_and_counted_with_topic_and_time(artifact, tmp_
     assert sum(result["refused_by_buffer"].values()) >= 5  # refuses the stale resends
     assert result["decisions"] > 10
     json.loads(dumps(result))  # strict JSON
+
+
+def rewritten(src: Path, out: Path, change) -> Path:
+    """`src` copied message by message into `out`, each (topic, msg) passed through `change`, which returns
+    the message to write (None: as it was)."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.rosbag2 import Writer
+
+    from opd.bag_input import typestore
+
+    ts = typestore()  # the distro's messages and agent_interfaces
+    with AnyReader([src], default_typestore=ts) as reader, Writer(out, version=9) as writer:
+        conns = {c.topic: writer.add_connection(c.topic, c.msgtype, typestore=ts) for c in reader.connections}
+        for conn, t, raw in reader.messages():
+            msg = change(conn.topic, reader.deserialize(raw, conn.msgtype))
+            writer.write(conns[conn.topic], t, raw if msg is None else ts.serialize_cdr(msg, conn.msgtype))
+    return out
+
+
+def test_a_recorded_state_with_fields_out_of_range_is_skipped_not_fatal(artifact, tmp_path) -> None:
+    """A recorded embedding's skill id out of range used to stop a re-encoding replay with an error naming
+    no topic or time; it is skipped and counted, and its frame takes the skill state recorded before it."""
+    src = write_synthetic_bag(tmp_path / "src", artifact, 1.5, state_embeddings=True)
+    seen = []
+
+    def bad_skill(topic, msg):
+        if topic == "/agent/state" and len(seen) < 2:
+            seen.append(msg)
+            msg.skill, msg.progress = (200, msg.progress) if len(seen) == 1 else (msg.skill, float("nan"))
+            return msg
+        return None
+
+    bag = rewritten(src, tmp_path / "bad", bad_skill)
+    result = Replay(bag, ARTIFACT, load_config(None)).run()
+    reasons = {(s["topic"], s["reason"]): s["count"] for s in result["skipped"]}
+    assert reasons[("/agent/state", "skill")] == 1 and reasons[("/agent/state", "range")] == 1
+    assert result["decisions"] == Replay(src, ARTIFACT, load_config(None)).run()["decisions"]
+
+
+def test_a_bag_whose_metadata_does_not_match_its_files_says_what_it_could_not_read(
+    artifact, tmp_path
+) -> None:
+    """A split recording missing a file (rosbags refuses it; its other file is read) and a metadata.yaml
+    naming another camera type than the file's: each used to replay what was left and report nothing."""
+    import yaml
+
+    split = write_synthetic_bag(tmp_path / "split", artifact, 3.0, split=2)
+    whole = Replay(split, ARTIFACT, load_config(None)).run()
+    bag = tmp_path / "missing"
+    shutil.copytree(split, bag)
+    (lost,) = [f for f in bag.glob("*.mcap") if f.name.endswith("_1.mcap")]
+    lost.unlink()
+    result = Replay(bag, ARTIFACT, load_config(None)).run()
+    (missing,) = [s for s in result["skipped"] if s["reason"] == "missing_file"]
+    assert missing["topic"] == "<bag>" and lost.name in missing["detail"] and missing["count"] > 0
+    assert 0 < result["decisions"] < whole["decisions"]
+
+    liar = tmp_path / "liar"
+    shutil.copytree(write_synthetic_bag(tmp_path / "plain", artifact, 1.5), liar)
+    meta = yaml.safe_load((liar / "metadata.yaml").read_text())
+    for topic in meta["rosbag2_bagfile_information"]["topics_with_message_count"]:
+        if topic["topic_metadata"]["name"] == "/camera/image_raw":
+            topic["topic_metadata"]["type"] = "sensor_msgs/msg/CompressedImage"
+    (liar / "metadata.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(BagError, match="'topic': '/camera/image_raw', 'reason': 'unread', 'count': 30"):
+        Replay(liar, ARTIFACT, load_config(None)).run()
+
+
+@pytest.mark.parametrize(
+    "custom",
+    [[1, 2], {"agent.launch_args": "[1]"}, {"agent.params": "- a"}, {"agent.params": "opd: 3"},
+     {"agent.params": "opd: {ros__parameters: {opd_config: [1]}}"}],
+)  # fmt: skip
+def test_custom_data_of_an_unexpected_shape_is_ignored(artifact, tmp_path, custom) -> None:
+    """metadata.yaml is the recorder's to write: odd custom_data used to end the replay in a traceback."""
+    import yaml
+
+    bag = write_synthetic_bag(tmp_path / "bag", artifact, 1.5)
+    meta = yaml.safe_load((bag / "metadata.yaml").read_text())
+    meta["rosbag2_bagfile_information"]["custom_data"] = custom
+    (bag / "metadata.yaml").write_text(yaml.safe_dump(meta))
+    assert Replay(bag, ARTIFACT, load_config(None)).run()["decisions"] > 10
 
 
 def test_a_missing_bag_is_one_clear_error(tmp_path) -> None:

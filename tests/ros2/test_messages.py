@@ -264,3 +264,60 @@ def test_bags_record_the_type_hashes_rosidl_generated(name: str) -> None:
     hashes = {h["type_name"]: h["hash_string"] for h in json.loads(generated.read_text())["type_hashes"]}
     msgtype = f"agent_interfaces/msg/{name}"
     assert typestore().hash_rihs01(msgtype) == hashes[msgtype]
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height (its pixels are not there)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\0"))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _encoded(image_format: str) -> bytes:
+    import io
+
+    from PIL import Image as PilImage
+
+    out = io.BytesIO()
+    PilImage.new("RGB", (4, 3), (200, 100, 50)).save(out, format=image_format)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [(_png_header(30000, 30000), "decode"), (_png_header(9000, 9000), "size"), (b"TIFF", "decode")],
+    ids=["decompression bomb", "larger than any camera", "not an image"],
+)
+def test_a_compressed_image_with_a_hostile_header_is_refused_before_decoding(
+    data: bytes, reason: str
+) -> None:
+    """Pillow's DecompressionBombError used to escape the decoder's error list and end a replay."""
+    from types import SimpleNamespace
+
+    from policies.message_fields import compressed_to_rgb
+
+    with pytest.raises(MessageError) as err:
+        compressed_to_rgb(SimpleNamespace(format="png", data=data))
+    assert err.value.reason == reason
+
+
+def test_a_compressed_image_must_be_jpeg_or_png_whatever_pillow_could_read() -> None:
+    from types import SimpleNamespace
+
+    from policies.message_fields import compressed_to_rgb
+
+    assert compressed_to_rgb(SimpleNamespace(format="png", data=_encoded("PNG"))).shape == (3, 4, 3)
+    with pytest.raises(MessageError, match="does not decode"):  # a TIFF or BMP named "jpeg"
+        compressed_to_rgb(SimpleNamespace(format="jpeg", data=_encoded("TIFF")))
+    with pytest.raises(MessageError, match="does not decode"):
+        compressed_to_rgb(SimpleNamespace(format="jpeg", data=_encoded("BMP")))

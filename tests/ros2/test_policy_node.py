@@ -210,6 +210,7 @@ def test_malformed_state_is_counted_and_rejected(policy: PolicyRig) -> None:
         state(np.zeros(EMBED_DIM), 0.0),  # zero stamp
         state(np.zeros(EMBED_DIM), t - 0.1),  # backwards
         state(np.zeros(EMBED_DIM), t - 5.0),  # far too old to act on
+        state(np.zeros(EMBED_DIM), t + 30.0),  # from the future: recorded, it made the next ones "backwards"
     ]
     seen = lambda: sum(node.state_in.rejected.values()) + sum(node.state_in.dropped.values())  # noqa: E731
     for msg in bad:  # one at a time: the state topic keeps only the latest message (depth 1)
@@ -219,7 +220,8 @@ def test_malformed_state_is_counted_and_rejected(policy: PolicyRig) -> None:
             if spin_until(executor, lambda b=before: seen() > b, timeout_s=2.0):
                 break
         assert seen() > before
-    assert node.state_in.rejected == {"size": 1, "nonfinite": 1, "encoder": 1, "stamp": 2}
+    assert node.state_in.rejected == {"size": 1, "nonfinite": 1, "encoder": 1, "stamp": 3}
+    assert node.state_in.last_stamp == pytest.approx(t, abs=1e-3)  # the future stamp was never recorded
     assert node.state_in.dropped["late"] == 1
     n = len(probe.received["/agent/action"])
     send_state(probe, time.time())

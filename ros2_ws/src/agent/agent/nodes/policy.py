@@ -44,6 +44,7 @@ from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
 
 STATE, ACTION, VERSION = "/agent/state", "/agent/action", "/agent/student_version"
 ACK_TIMEOUT = Duration(seconds=0.5)  # how long the last safe action may take to be acknowledged on exit
+FUTURE_TOLERANCE_S = 0.05  # a state stamped further ahead of the node's clock is refused, s (as in OPD)
 
 
 class PolicyNode(AgentNode):
@@ -102,6 +103,8 @@ class PolicyNode(AgentNode):
             embedding = msg_to_embedding(msg, self.embed_dim, self.encoder_hash)  # (E,)
             if why := self.state_in.check_stamp(stamp):
                 raise MessageError("stamp", why)
+            if stamp > now + FUTURE_TOLERANCE_S:  # recorded, it would make the next states look old
+                raise MessageError("stamp", f"stamped {stamp - now:.3f} s ahead of this node's clock")
         except MessageError as err:
             self.reject(self.state_in, err, now)
             return
