@@ -87,10 +87,18 @@ class StreamStats:
         self._arrivals: deque[float] = deque()
         self._recent_problems: deque[float] = deque()
 
-    def check_stamp(self, stamp: float) -> str | None:
-        """Reason to reject a stamp (zero, not after the previous one), or None. Does not record it."""
+    def check_stamp(
+        self, stamp: float, now: float | None = None, future_tolerance_s: float = np.inf
+    ) -> str | None:
+        """Reason to reject a stamp (zero, more than `future_tolerance_s` after `now`, not after the previous
+        one), or None. Does not record it: a stamp from the future, recorded, would make every message after
+        it look like a clock going back."""
         if not np.isfinite(stamp) or stamp <= 0:
             return f"invalid stamp {stamp} (zero or unset header.stamp)"
+        if now is not None and stamp > now + future_tolerance_s:
+            return (
+                f"stamped {stamp - now:.3f} s ahead of this node's clock (tolerance {future_tolerance_s} s)"
+            )
         if self.last_stamp is None or stamp > self.last_stamp:
             return None
         if stamp == self.last_stamp:

@@ -54,6 +54,9 @@ def test_stamp_order_checks() -> None:
     assert "backwards" in s.check_stamp(last - 0.1)
     assert "zero" in s.check_stamp(0.0)
     assert s.check_stamp(last - 10.0) is None  # far behind: a clock restart, accepted
+    now = s.last_arrival
+    assert "ahead" in s.check_stamp(now + 0.3, now, future_tolerance_s=0.2)  # a bad clock, not recorded
+    assert s.check_stamp(now + 0.1, now, future_tolerance_s=0.2) is None
     s.accept(last - 10.0, now=s.last_arrival + 0.05)
     assert s.clock_resets == 1 and s.last_stamp == last - 10.0
 

@@ -107,6 +107,10 @@ def test_a_future_imu_stamp_is_refused_without_losing_the_history_and_gaps_are_c
     feed.imu_until(t0 - 0.02)
     probe.publish("/imu/data", sample_to_imu(np.zeros(6), t0 + 2.0))  # a bad clock, 2 s ahead
     assert spin_until(executor, lambda: node.losses()["imu.future"] == 1)
+    # an image from a bad clock too: refused before its stamp is recorded (it used to be, and the good
+    # frames after it were "backwards" until the clock caught up)
+    feed.image(t0 + 0.9)
+    assert spin_until(executor, lambda: node.camera.rejected["stamp"] == 1) and not node.waiting
     feed.step(t0)  # the good samples go on, and the frame gets its window at once
     assert spin_until(executor, lambda: len(probe.received["/agent/state"]) == 1)
     assert node.imu_buffer.resets == 0 and node.windows_with_gap == 0

@@ -343,8 +343,9 @@ def test_new_student_versions_are_swapped_in_and_bad_ones_refused(
     announce('{"number": 1, "path": "corrupt"}')
     announce('{"number": 2, "path": "narrow"}')
     announce("not json")
+    announce('{"number": Infinity, "path": "v3"}')  # JSON as Python reads it; int() of it overflows
     announce('{"number": 4, "path": "garbled"}')
-    assert node.versions.rejected == {"refused": 3, "format": 1} and node.version == 0
+    assert node.versions.rejected == {"refused": 3, "format": 2} and node.version == 0
     assert acts_with() == drive  # the deployed student still acts
     announce('{"number": 3, "path": "v3"}')
     assert node.version == 3 and acts_with() == turn  # swapped between two actions

@@ -68,7 +68,7 @@ def test_actions_are_the_teachers_stamped_with_their_state_and_held_for_action_r
     node, probe, executor = teacher
     codec, reference = ActionCodec(node.contract), load_teacher(tiny_teacher)
     assert node.repeat == 2
-    episode = states(node, 6, time.time())
+    episode = states(node, 6, time.time() - 0.5)  # stamped by now: none ahead of the node's clock
     for s in episode:
         send(probe, node, *s)
     assert spin_until(executor, lambda: len(probe.received[ACTION]) == len(episode), timeout_s=10.0)
@@ -107,6 +107,11 @@ def test_bad_states_are_counted_and_rejected_and_staleness_is_an_error(teacher: 
     assert spin_until(executor, lambda: sum(node.state_in.rejected.values()) == len(bad), timeout_s=10.0)
     assert node.state_in.rejected == dict.fromkeys(bad, 1)
     assert len(probe.received[ACTION]) == 1  # nothing answered a bad state
+    # ahead of the node's clock: refused before its stamp is recorded (it used to be acted on, and to make
+    # every good state after it look like a clock going back)
+    probe.publish(STATE, privileged_to_msg(x, 0, 1, t + 5.0, node.names))
+    assert spin_until(executor, lambda: node.state_in.rejected["stamp"] == 2, timeout_s=10.0)
+    assert len(probe.received[ACTION]) == 1
     send(probe, node, t + 0.1, 0, 1, x)
     assert spin_until(executor, lambda: len(probe.received[ACTION]) == 2)  # still running
 

@@ -77,6 +77,35 @@ def test_a_controller_that_answers_at_once_misses_nothing() -> None:
     assert np.all(np.diff([r.obs.image_stamp_s[0] for r in frames]) > 0)
 
 
+def test_a_command_stamped_after_every_release_is_refused_and_the_loop_keeps_waiting_for_answers() -> None:
+    """A command stamped an hour ahead (a bad clock) used to become the newest answer: from then on the
+    loop never waited for an observation's own answer, every step applying the last period's command."""
+    robot = DummyRobot(num_envs=1)
+    loop: RealtimeLoop
+    sent = [0]
+
+    def emit(release: Release) -> None:
+        if release.new_image and not release.imu_only:
+            sent[0] += 1
+            stamp = float(release.obs.image_stamp_s[0])
+            if sent[0] == 5:
+                loop.offer(DRIVE, CONTRACT.layout.defaults.copy(), stamp + 3600.0, time.time())
+            loop.offer(DRIVE, CONTRACT.layout.defaults.copy(), stamp, time.time())
+
+    loop = RealtimeLoop(robot, LoopConfig(), emit)
+    loop.open()
+    try:
+        loop.start()
+        time.sleep(1.0)
+        loop.stop()
+    finally:
+        loop.close()
+    s = loop.stats()
+    assert loop.error is None and s.refused == 1 and s.commands == sent[0] + 1
+    assert len(s.latency_s) == sent[0]  # every release still had its own answer waited for and timed
+    assert s.missed == 0
+
+
 def test_a_stop_between_releases_releases_nothing_ahead_of_its_time() -> None:
     """Stopped half a period after a release, the loop must not release the next observation early."""
     robot = DummyRobot(num_envs=1)

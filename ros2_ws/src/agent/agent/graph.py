@@ -258,6 +258,10 @@ COMMON_PARAMS: tuple[Param, ...] = (
 _ARTIFACT = Param("artifact_dir", "", "artifact directory from `agent export`", launch_arg="artifact_dir")
 _BACKEND = Param("backend", "onnxruntime", "inference backend", choices=BACKENDS, launch_arg="backend")
 _THREADS = Param("inference_threads", 0, "intra-op threads of the backend; 0 = backend default", "", 0, 64)
+_FUTURE = Param("future_tolerance_s", 0.2, "inputs stamped further ahead of the node's clock are refused, "
+                "their stamp not recorded (it would make the next ones look like a clock going back). Above "
+                "a control period: under use_sim_time /clock may reach the node after the period's messages",
+                "s", 0.0, 10.0)  # fmt: skip
 # The sim bridge follows /opd/action whatever `drive` is; it needs `drive` only to know which input the
 # executed action answers (its stamp: the image's, or the privileged state's for the teacher).
 _DRIVE = Param(
@@ -284,6 +288,7 @@ NODES: tuple[NodeSpec, ...] = (
             Param("imu_future_tolerance_s", 0.2, "IMU samples stamped further ahead of the node's clock are "
                   "refused (a bad clock; the good history is kept). Above a control period: under "
                   "use_sim_time /clock may reach the node after the period's samples", "s", 0.0, 10.0),
+            _FUTURE,
             Param("imu_buffer_size", 1000, "IMU samples kept for alignment (>= the model's window)",
                   "", 8, 100000),
             Param("input_timeout_s", 0.5, "no camera or IMU message for this long -> diagnostic ERROR",
@@ -301,6 +306,7 @@ NODES: tuple[NodeSpec, ...] = (
             _ARTIFACT, _BACKEND, _THREADS,
             Param("input_timeout_s", 0.5, "no usable state embedding for this long -> safe action + ERROR",
                   "s", 0.01, 60.0),
+            _FUTURE,
             Param("safe_keepalive_hz", 1.0, "rate of the safe action while inputs stay stale, after the "
                   "first one (sent on going stale)", "Hz", 0.1, 100.0),
             Param("watchdog_rate_hz", 20.0, "rate of the staleness check", "Hz", 1.0, 1000.0),
@@ -384,6 +390,7 @@ NODES: tuple[NodeSpec, ...] = (
                   "student was distilled from, else the committed sim/robots/diffbot/teacher/teacher.pt"),
             Param("input_timeout_s", 0.5, "no privileged state for this long -> diagnostic ERROR (the robot "
                   "brakes on its own command timeout)", "s", 0.01, 60.0),
+            _FUTURE,
         ),
         sim_only=True,
     ),

@@ -73,6 +73,7 @@ class EncoderNode(AgentNode):
                 f"imu_buffer_size ({s['imu_buffer_size']}) < the model's IMU window ({rt.imu_window})"
             )
         self.max_latency_s = s["max_latency_s"]
+        self.future_tolerance_s = s["future_tolerance_s"]  # images and skill states (the IMU: its own)
         imu_rate = float(rt.manifest["preprocessing"]["imu"]["rate_hz"])  # the rate the model was trained at
         self.imu_buffer = ImuBuffer(
             rt.imu_window, s["imu_buffer_size"], s["sync_tolerance_s"], period_s=1.0 / imu_rate,
@@ -112,7 +113,7 @@ class EncoderNode(AgentNode):
         try:
             stamp = checked_stamp(msg.header.stamp)
             rgb = image_to_rgb(msg)
-            if why := self.camera.check_stamp(stamp):
+            if why := self.camera.check_stamp(stamp, now, self.future_tolerance_s):
                 raise MessageError("stamp", why)
         except MessageError as err:
             self.reject(self.camera, err, now)
@@ -180,7 +181,7 @@ class EncoderNode(AgentNode):
         try:
             stamp = checked_stamp(msg.header.stamp)
             active = msg_to_skill_state(msg, self.runtime.contract.num_skills)
-            if why := self.skill.check_stamp(stamp):
+            if why := self.skill.check_stamp(stamp, now, self.future_tolerance_s):
                 raise MessageError("stamp", why)
         except MessageError as err:
             self.reject(self.skill, err, now)

@@ -44,7 +44,6 @@ from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
 
 STATE, ACTION, VERSION = "/agent/state", "/agent/action", "/agent/student_version"
 ACK_TIMEOUT = Duration(seconds=0.5)  # how long the last safe action may take to be acknowledged on exit
-FUTURE_TOLERANCE_S = 0.05  # a state stamped further ahead of the node's clock is refused, s (as in OPD)
 
 
 class PolicyNode(AgentNode):
@@ -69,6 +68,7 @@ class PolicyNode(AgentNode):
         self.window = EmbeddingWindow(1, rt.memory, rt.embed_dim)  # the head's input: the last frames
         self.window_step, self.window_stamp = -1, -np.inf  # of the newest frame in the window
         self.input_timeout_s = s["input_timeout_s"]
+        self.future_tolerance_s = s["future_tolerance_s"]
         self.watchdog_period_s = 1.0 / s["watchdog_rate_hz"]
         self.fallback = SafeFallback(self.input_timeout_s, 1.0 / s["safe_keepalive_hz"])
         self.state_in = StreamStats("state", TOPICS[STATE].rate_hz, self.input_timeout_s)
@@ -101,10 +101,8 @@ class PolicyNode(AgentNode):
         try:
             stamp = checked_stamp(msg.header.stamp)
             embedding = msg_to_embedding(msg, self.embed_dim, self.encoder_hash)  # (E,)
-            if why := self.state_in.check_stamp(stamp):
+            if why := self.state_in.check_stamp(stamp, now, self.future_tolerance_s):
                 raise MessageError("stamp", why)
-            if stamp > now + FUTURE_TOLERANCE_S:  # recorded, it would make the next states look old
-                raise MessageError("stamp", f"stamped {stamp - now:.3f} s ahead of this node's clock")
         except MessageError as err:
             self.reject(self.state_in, err, now)
             return
@@ -149,7 +147,7 @@ class PolicyNode(AgentNode):
         try:
             note = json.loads(msg.data)
             number, path = int(note["number"]), str(note["path"])
-        except (ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError, OverflowError) as err:  # OverflowError: a number of Infinity
             self.reject(self.versions, MessageError("format", f"not a version note: {err}"), now)
             return
         if number <= self.version:

@@ -220,6 +220,7 @@ class SimBridgeNode(AgentNode):
         values = {
             "cycles": str(loop.cycles),
             "missed_cycles": str(loop.missed),
+            "refused_commands": str(loop.refused),
             "overruns": str(loop.overruns),
             "episodes": str(loop.episodes),
             "successes": str(loop.successes),

@@ -81,6 +81,7 @@ class TeacherNode(AgentNode):
         # above), it restarts on the state's own episode counters (policies.teacher_view)
         self.sightings = teacher.new_memory(1)
         self.state_in = StreamStats("privileged_state", TOPICS[STATE].rate_hz, s["input_timeout_s"])
+        self.future_tolerance_s = s["future_tolerance_s"]
         self.actions = StreamStats("action")
         self.act_time = LatencyWindow()
         self.clipped = 0
@@ -102,7 +103,7 @@ class TeacherNode(AgentNode):
         try:
             stamp = checked_stamp(msg.header.stamp)
             skill, step, privileged = msg_to_privileged(msg, self._layout(msg), self.contract.num_skills)
-            if why := self.state_in.check_stamp(stamp):
+            if why := self.state_in.check_stamp(stamp, now, self.future_tolerance_s):
                 raise MessageError("stamp", why)
         except MessageError as err:
             self.reject(self.state_in, err, now)
