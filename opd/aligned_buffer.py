@@ -35,9 +35,11 @@ floor relies on it.
 Cost per call: bisect on sorted stamps (O(log n)) plus list inserts and front deletions that move at most
 max_teacher or max_pending pointers; a sample costs O(history + horizon * log n).
 
-Episodes. `reset(start)` begins a new one at `start`, the stamp of its first teacher state: an arrival
-stamped before it belongs to the episode that ended (the old episode's last camera frames arrive ~120 ms
+Episodes. `reset(after)` begins a new one after stamp `after`, the newest teacher stamp of the episode that
+ended: an arrival stamped at or before it belongs to that episode (its last camera frames arrive ~120 ms
 after the new one's first state) and is rejected as "previous_episode", so no frame pairs across a reset.
+The new episode's first frame may be stamped before its first teacher state (taken while the robot
+settled after the reset), so the cut is at the old episode's last state, not the new one's first.
 """
 
 from __future__ import annotations
@@ -127,10 +129,10 @@ class AlignedBuffer:
         self._retired = 0  # frames ever retired: the next one's number in the stream, kept across episodes
         self.reset()
 
-    def reset(self, start: float = -math.inf) -> None:
-        """New episode from stamp `start` on: every entry, the resolved frontier and the learned widths go;
+    def reset(self, after: float = -math.inf) -> None:
+        """New episode after stamp `after`: every entry, the resolved frontier and the learned widths go;
         `counts` stay."""
-        self._start = start  # arrivals stamped before it are the last episode's, s
+        self._after = after  # arrivals stamped at or before it are the last episode's, s
         self._t_stamps: list[float] = []  # held teacher stamps, sorted
         self._teacher: list[TeacherEntry] = []  # parallel to _t_stamps
         self._p_stamps: list[float] = []  # pending student stamps, sorted
@@ -234,7 +236,7 @@ class AlignedBuffer:
             return "future"
         if stamp < now - self.cfg.max_age_s:
             return "stale"
-        if stamp < self._start - _SAME_S:
+        if stamp <= self._after + _SAME_S:
             return "previous_episode"
         return None
 

@@ -51,18 +51,24 @@ class DecisionStream:
 
     def on_teacher(self, stamp: float, skill: int, step: int, state: np.ndarray, now: float) -> bool:
         """The sim twin's true state (Dq,) at `stamp`: the frozen teacher acts on it and its entry joins the
-        buffer. A step below the last one is a new episode from `stamp` on: no frame may pair across it.
-        False: refused (stale, future, duplicate, non-finite, the last episode's; counted in the buffer).
-        A state refused for its stamp is refused before its step is read: it neither ends the episode nor
-        moves the step on."""
+        buffer. A step below the last one is a new episode: no frame stamped at or before the ended one's
+        newest teacher state may pair in it. False: refused (stale, future, duplicate, non-finite, the last
+        episode's; counted in the buffer). A state refused for its stamp is refused before its step is read:
+        it neither ends the episode nor moves the step on. The one exception: a step that goes back with a
+        stamp before the ended episode's states is a clock that restarted, and begins the next episode."""
         learner, t = self.learner, np.array([now])
         buffer = learner.buffers[0]
-        if (reason := buffer.refusal(stamp, now)) is not None:
+        reason = buffer.refusal(stamp, now)
+        restarted = reason == "previous_episode" and step < self.last_step
+        if reason is not None and not restarted:
             buffer.counts[reason] += 1
             return False
         if step < self.last_step:
+            newest = buffer.newest_teacher  # NaN: none held
             self.episodes += learner.process_step(t, np.array([True]))
-            buffer.reset(start=stamp)  # just emptied by the episode's end: now it knows where the next begins
+            # emptied by the episode's end; what came before its newest state is that episode's (unless the
+            # clock went back: then nothing is)
+            buffer.reset(after=newest if newest < stamp else -np.inf)
         self.last_step = step
         return bool(learner.observe_teacher(np.array([stamp]), state[None], np.array([skill]), t)[0])
 

@@ -558,10 +558,9 @@ class OnlineDistillation:
                 self.reset_env(i)
         return finished
 
-    def reset_env(self, i: int, start: float = -np.inf) -> None:
-        """A new episode for env i from stamp `start` on (arrivals stamped before it are the last episode's):
-        buffer, windows, gate timers and metrics start afresh."""
-        self.buffers[i].reset(start)
+    def reset_env(self, i: int) -> None:
+        """A new episode for env i: buffer, windows, gate timers and metrics start afresh."""
+        self.buffers[i].reset()
         if self._sightings is not None:
             self._sightings.reset(np.array([i]))
             self._sighted_upto[i] = -np.inf

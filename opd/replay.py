@@ -96,6 +96,19 @@ def default_variants() -> list[GateVariant]:
     ]
 
 
+def episode_floors(teacher: list[tuple], starts: np.ndarray) -> np.ndarray:
+    """Per episode of the teacher states (arrival order; `starts` (T,) marks each that begins one): the stamp
+    at or before which a frame is the previous episode's, as `DecisionStream` cuts it (that episode's newest
+    state; -inf for the first episode, and after a clock that went back). Shape: (episodes,)."""
+    stamps = np.array([t[1] for t in teacher], np.float64)  # (T,)
+    episode = np.cumsum(starts)  # (T,)
+    floors = np.full(int(episode[-1]) + 1 if len(episode) else 1, -np.inf)
+    for e in range(1, len(floors)):
+        newest, first = stamps[episode == e - 1].max(), stamps[np.argmax(episode == e)]
+        floors[e] = newest if newest < first else -np.inf
+    return floors
+
+
 class ReplayConfig(Config):
     """One replay: topic mapping, the OPD core's config, encoding, and the counterfactual gates."""
 
@@ -474,7 +487,8 @@ class Replay:
         each teacher state, the student head (all of an episode's windows together) and the predictor on
         each frame's window as it will be if every frame is accepted, an episode starting wherever a
         teacher step goes back (as `DecisionStream` starts one) and a frame of the last episode decided
-        after that refused. A window that turns out otherwise (after a refused frame) is computed as live."""
+        after that refused (`episode_floors`). A window that turns out otherwise (after a refused frame) is
+        computed as live."""
         memo = ModelMemo()
         steps = np.array([t[3] for t in teacher], np.int64)
         starts = np.r_[False, steps[1:] < steps[:-1]][: len(steps)]  # (T,) a state that begins an episode
@@ -482,9 +496,8 @@ class Replay:
             emb = np.stack([f.embedding for f in frames]).astype(np.float32)  # (F, E)
             resets = np.cumsum(starts)  # (T,) episodes begun by each
             episode = np.array([resets[fed - 1] if fed else 0 for _, fed in schedule])  # (F,)
-            stamps = np.array([t[1] for t in teacher], np.float64)  # (T,)
-            first = np.r_[-np.inf, stamps[starts]]  # (episodes,) each one's first stamp
-            kept = np.array([f.stamp for f in frames]) >= first[episode] - 1e-9  # (F,) else the last one's
+            floors = episode_floors(teacher, starts)[episode]  # (F,) a frame at or before it is refused
+            kept = np.array([f.stamp for f in frames]) > floors + 1e-9  # (F,)
             history = learner.align.history
             pad = np.zeros((history - 1, emb.shape[1]), np.float32)
             for ep in np.unique(episode):  # one strided view per episode: windows are not copied

@@ -275,7 +275,7 @@ class StudentTrainer:
         # own store beside it, and a write cut short leaves the last checkpoint with its store untouched.
         store = store_path(ckpt_dir, self.steps)
         self.learner.store.save(store)
-        self.cfg.to_yaml(path.with_suffix(".yaml"))
+        self.cfg.to_yaml(path.with_suffix(".yaml"))  # atomic: a resume checks the .pt against it
         tmp = path.with_suffix(".tmp")
         torch.save(state, tmp)
         tmp.replace(path)
@@ -305,7 +305,7 @@ class StudentTrainer:
         self.pending_updates = float(state["pending_updates"])
         self.train_seconds = float(state.get("train_seconds", 0.0))  # 0: a checkpoint older than the field
         torch.set_rng_state(state["torch_rng"])
-        if self.steps > self.cfg.total_steps:
+        if self.steps >= self.cfg.total_steps + self.cfg.num_envs:  # the last loop may overshoot by < N
             raise ValueError(
                 f"{self.out}: its checkpoint is at step {self.steps}, past the {self.cfg.total_steps} steps "
                 "asked for: pass --steps at least that, or export that checkpoint (agent export --from-run)"

@@ -47,8 +47,11 @@ class Artifact:
         root = Path(root)
         path = root / MANIFEST
         if not path.is_file():
+            # policies.export renames the artifact it replaces aside until the new one is in place
+            aside = sorted(root.parent.glob(f".{root.name}.*.old")) if root.name else []
+            hint = f" (an export that was interrupted left the one before at {aside[-1]})" if aside else ""
             raise ArtifactError(
-                f"{root}: no {MANIFEST}; is this an artifact directory written by `agent export`?"
+                f"{root}: no {MANIFEST}; is this an artifact directory written by `agent export`?{hint}"
             )
         try:
             manifest = json.loads(path.read_text())

@@ -198,8 +198,8 @@ def action_source(msg: Any) -> str:
 def msg_to_gate(msg: Any) -> dict[str, Any]:
     """agent_interfaces/GateState -> the decision as replay compares it: stamp (s), source, reason, error,
     threshold, and the context it was made in (decided_at, teacher_upto: NaN = no teacher state yet)."""
-    if msg.source >= 2:
-        raise MessageError("source", f"gate source {msg.source} is neither student (0) nor teacher (1)")
+    if msg.source >= len(SOURCES):
+        raise MessageError("source", f"gate source {msg.source} is none of {SOURCES}")
     values = {"error": msg.error, "threshold": msg.threshold, "decided_at": msg.decided_at,
               "teacher_upto": msg.teacher_upto}  # fmt: skip
     if math.isnan(msg.decided_at) or math.isinf(msg.teacher_upto):

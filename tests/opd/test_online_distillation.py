@@ -635,15 +635,33 @@ def test_a_teacher_state_refused_for_its_stamp_neither_ends_the_episode_nor_move
 
 def test_no_frame_of_the_last_episode_pairs_with_the_next_ones_teacher(contract, student_cfg):
     """The last camera frame of an episode arrives ~LATENCY after the next episode's first state: it is
-    refused as the last episode's, where it used to join that state within the tolerance."""
-    stream, t = streaming(contract, student_cfg)
+    refused as the last episode's, where it used to join the next one's states. The cut is the ended
+    episode's newest state: the next episode's first frame, taken while the robot settled after the reset,
+    is stamped before its first state and belongs to it."""
+    stream, t = streaming(contract, student_cfg)  # the last state of the episode at t
     start = t + PERIOD
     assert stream.on_teacher(start, 0, 0, state_at(np.array([start]))[0], start)  # step 0: a new episode
     assert len(stream.episodes) == 1
-    late = start - 0.01  # within tolerance_s of the new episode's first state, taken before it
-    assert stream.on_frame(late, np.zeros(32, np.float32), start + LATENCY) is None
+    assert stream.on_frame(t - 0.01, np.zeros(32, np.float32), start + LATENCY) is None  # the last one's
     assert stream.refusals["previous_episode"] == 1
-    assert stream.on_frame(start, np.zeros(32, np.float32), start + LATENCY) is not None  # the new one's
+    assert (
+        stream.on_frame(start - 0.01, np.zeros(32, np.float32), start + LATENCY) is not None
+    )  # the new one's
+
+
+def test_a_clock_that_restarts_begins_the_next_episode_instead_of_stalling(contract, student_cfg):
+    """Stamps that go back (a simulator restarted, its clock with it) with the step counter: each state used
+    to be refused as the last episode's, and nothing was decided again."""
+    stream, t = streaming(contract, student_cfg)  # an episode around t = 2 s
+    for k in range(5):  # and a second one after it, which has a cut: its first episode's newest state
+        s = t + (k + 1) * PERIOD
+        assert stream.on_teacher(s, 0, k, state_at(np.array([s]))[0], s)
+    for k in range(10):  # the clock starts again at 0.5 s, `now` with it
+        s = 0.5 + k * PERIOD
+        assert stream.on_teacher(s, 0, k, state_at(np.array([s]))[0], s)
+        if k >= 3:
+            assert stream.on_frame(s - LATENCY, np.full(32, 0.1, np.float32), s) is not None
+    assert len(stream.episodes) == 2 and "previous_episode" not in stream.refusals
 
 
 def test_a_frame_measured_longer_ago_than_the_student_timeout_does_not_act(contract, student_cfg):

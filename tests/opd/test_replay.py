@@ -301,23 +301,29 @@ def rewritten(src: Path, out: Path, change) -> Path:
 
 
 def test_a_recorded_state_with_fields_out_of_range_is_skipped_not_fatal(artifact, tmp_path) -> None:
-    """A recorded embedding's skill id out of range used to stop a re-encoding replay with an error naming
-    no topic or time; it is skipped and counted, and its frame takes the skill state recorded before it."""
+    """A recorded embedding's skill id out of range (or a NaN progress) used to stop a re-encoding replay
+    with an error naming no topic or time; it is skipped and counted, and its frame, which the recording
+    no longer says the live encoder used, is not replayed."""
     src = write_synthetic_bag(tmp_path / "src", artifact, 1.5, state_embeddings=True)
-    seen = []
+    seen = [0]
 
-    def bad_skill(topic, msg):
-        if topic == "/agent/state" and len(seen) < 2:
-            seen.append(msg)
-            msg.skill, msg.progress = (200, msg.progress) if len(seen) == 1 else (msg.skill, float("nan"))
-            return msg
-        return None
+    def bad_fields(topic, msg):
+        if topic != "/agent/state":
+            return None
+        seen[0] += 1
+        if seen[0] == 20:
+            msg.skill = 200
+        elif seen[0] == 24:
+            msg.progress = float("nan")
+        else:
+            return None
+        return msg
 
-    bag = rewritten(src, tmp_path / "bad", bad_skill)
+    bag = rewritten(src, tmp_path / "bad", bad_fields)
     result = Replay(bag, ARTIFACT, load_config(None)).run()
     reasons = {(s["topic"], s["reason"]): s["count"] for s in result["skipped"]}
     assert reasons[("/agent/state", "skill")] == 1 and reasons[("/agent/state", "range")] == 1
-    assert result["decisions"] == Replay(src, ARTIFACT, load_config(None)).run()["decisions"]
+    assert result["decisions"] == Replay(src, ARTIFACT, load_config(None)).run()["decisions"] - 2
 
 
 def test_a_bag_whose_metadata_does_not_match_its_files_says_what_it_could_not_read(

@@ -193,6 +193,10 @@ def test_a_resume_under_another_config_or_below_its_checkpoint_is_refused(tmp_pa
     with pytest.raises(ValueError, match="at step 120, past the 60 steps asked for"):
         StudentTrainer(tiny(tmp_path, total_steps=60), out).run()
     assert (out / "config.yaml").read_text() == written  # the refused configs were never recorded
+    # the same command again once done: the last loop ran past --steps by less than one step per env
+    done = tmp_path / "done"
+    StudentTrainer(tiny(tmp_path, total_steps=61), done).run()
+    assert StudentTrainer(tiny(tmp_path, total_steps=61), done).run() == done / "student.pt"
     # how long it goes on, how often it logs, its threads and start may change
     go_on = StudentTrainer(tiny(tmp_path, log_every=120, threads=2, init_from="elsewhere"), out)
     go_on._resume()

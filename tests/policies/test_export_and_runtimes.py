@@ -307,6 +307,9 @@ def test_replacing_an_artifact_never_leaves_it_half_deleted(
         out, student_cfg=tiny_cfg, contract=contract, predictor_cfg=pred, privileged_fields=fields
     )
     assert Artifact.load(out).manifest != before and [p.name for p in tmp_path.iterdir()] == ["student"]
+    out.rename(tmp_path / ".student.abc.old")  # killed between the two renames: it says where the old one is
+    with pytest.raises(ArtifactError, match=r"interrupted left the one before at .*\.student\.abc\.old"):
+        Artifact.load(out)
 
 
 def test_unknown_backend_and_precision(artifact):

@@ -321,3 +321,17 @@ def test_a_compressed_image_must_be_jpeg_or_png_whatever_pillow_could_read() -> 
         compressed_to_rgb(SimpleNamespace(format="jpeg", data=_encoded("TIFF")))
     with pytest.raises(MessageError, match="does not decode"):
         compressed_to_rgb(SimpleNamespace(format="jpeg", data=_encoded("BMP")))
+
+
+def test_a_gate_decision_of_the_safe_action_reads_back_as_safe() -> None:
+    """The opd node says `safe` when neither the student nor the teacher could act; replay used to refuse
+    such a /opd/gate record, and so decided nothing for those frames."""
+    from policies.message_fields import msg_to_gate
+
+    msg = GateState(source=SOURCES.index("safe"), reason="no_input_safe_action", error=float("nan"),
+                    threshold=0.1, decided_at=3.0, teacher_upto=float("nan"))  # fmt: skip
+    msg.header.stamp.sec = 2
+    assert msg_to_gate(msg)["source"] == "safe"
+    msg.source = len(SOURCES)
+    with pytest.raises(MessageError, match="none of"):
+        msg_to_gate(msg)
