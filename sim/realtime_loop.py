@@ -88,7 +88,7 @@ class LoopStats:
     missed: int = 0  # periods stepped on the last command: no answer within the deadline (overruns aside)
     overruns: int = 0  # releases more than one control period (wall) after their due time
     commands: int = 0  # commands offered
-    refused: int = 0  # commands stamped after every released observation: they answer none, not applied
+    ahead: int = 0  # commands stamped after every released observation: applied, answering none
     safe_steps: int = 0  # periods stepped on the safe action because no command came for command_timeout_s
     resetting_s: float = 0.0  # wall time between an episode's end and the next one's first release, s
     episodes: int = 0  # episodes finished
@@ -223,12 +223,14 @@ class RealtimeLoop:
             self._stats.commands += 1
             if key <= self._stale:  # e.g. the answer to an episode's last frame, come after the reset
                 return
-            if key > self._released:  # a bad clock: counted as answered, it would outrun every later release
-                self._stats.refused += 1
-                return
             self._command = (int(skill), np.asarray(params, dtype=np.float64))
             self._command_mono = time.monotonic()
-            if self._answered is None or key > self._answered:
+            if key > self._released:
+                # Stamped after every release: a safe action stamped when sent, or a bad clock. Applied, but
+                # it answers no release: taken as the newest answer, one an hour ahead made the loop stop
+                # waiting for every later release's own answer.
+                self._stats.ahead += 1
+            elif self._answered is None or key > self._answered:
                 self._answered = key
             due = self._due.pop(key, None)
             if due is not None:

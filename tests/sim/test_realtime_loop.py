@@ -77,33 +77,44 @@ def test_a_controller_that_answers_at_once_misses_nothing() -> None:
     assert np.all(np.diff([r.obs.image_stamp_s[0] for r in frames]) > 0)
 
 
-def test_a_command_stamped_after_every_release_is_refused_and_the_loop_keeps_waiting_for_answers() -> None:
+def test_a_command_stamped_after_every_release_answers_none_and_the_loop_keeps_waiting_for_answers() -> None:
     """A command stamped an hour ahead (a bad clock) used to become the newest answer: from then on the
-    loop never waited for an observation's own answer, every step applying the last period's command."""
+    loop never waited for an observation's own answer, every step applying the last period's command. It
+    is applied (as a safe action stamped when sent must be) but answers no release."""
     robot = DummyRobot(num_envs=1)
+    applied: list[tuple[int, int]] = []  # (release being stepped, release its command answered)
+    released = [-1]
+    send = robot.send_action
+
+    def send_action(skill: np.ndarray, params: np.ndarray) -> object:
+        applied.append((released[0], round(float(params[0][1]) * 1000)))
+        return send(skill, params)
+
+    robot.send_action = send_action  # type: ignore[method-assign]
     loop: RealtimeLoop
-    sent = [0]
 
     def emit(release: Release) -> None:
-        if release.new_image and not release.imu_only:
-            sent[0] += 1
-            stamp = float(release.obs.image_stamp_s[0])
-            if sent[0] == 5:
-                loop.offer(DRIVE, CONTRACT.layout.defaults.copy(), stamp + 3600.0, time.time())
-            loop.offer(DRIVE, CONTRACT.layout.defaults.copy(), stamp, time.time())
+        if release.imu_only:
+            return
+        released[0] += 1
+        k, stamp = released[0], float(release.obs.time_s[0])
+        params = CONTRACT.layout.defaults.copy()
+        params[1] = 0.001 * (k % 50)  # which release this answers, read back from the applied command
+        if k == 10:
+            threading.Timer(0.005, loop.offer, (DRIVE, params.copy(), stamp + 3600.0, time.time())).start()
+        threading.Timer(0.015, loop.offer, (DRIVE, params, stamp, time.time())).start()  # the controller
 
-    loop = RealtimeLoop(robot, LoopConfig(), emit)
+    loop = RealtimeLoop(robot, LoopConfig(answer_stamp="state", command_deadline_s=0.04), emit)
     loop.open()
     try:
         loop.start()
-        time.sleep(1.0)
+        time.sleep(2.0)
         loop.stop()
     finally:
         loop.close()
-    s = loop.stats()
-    assert loop.error is None and s.refused == 1 and s.commands == sent[0] + 1
-    assert len(s.latency_s) == sent[0]  # every release still had its own answer waited for and timed
-    assert s.missed == 0
+    assert loop.error is None and loop.stats().ahead == 1
+    late = [(j, k) for j, k in applied[12:-2] if k != j % 50]  # steps that applied an older answer
+    assert len(late) <= 2, late  # each release waits for its own answer, after the glitch too
 
 
 def test_a_stop_between_releases_releases_nothing_ahead_of_its_time() -> None:

@@ -220,7 +220,7 @@ class SimBridgeNode(AgentNode):
         values = {
             "cycles": str(loop.cycles),
             "missed_cycles": str(loop.missed),
-            "refused_commands": str(loop.refused),
+            "commands_ahead": str(loop.ahead),
             "overruns": str(loop.overruns),
             "episodes": str(loop.episodes),
             "successes": str(loop.successes),
