@@ -49,6 +49,7 @@ from opd.reward_normalizer import RewardNormalizer, RewardNormConfig
 from policies.config import Config
 from policies.teacher_policy import TeacherConfig, TeacherPolicy
 from policies.torch_files import load_torch
+from sim.config import from_root
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def make_vec_env(cfg: TeacherTrainConfig, autoreset: gym.vector.AutoresetMode) -
 
     kwargs: dict[str, Any] = {"action_repeat": cfg.teacher.action_repeat, "autoreset_mode": autoreset}
     if cfg.sim_config:
-        kwargs["config"] = cfg.sim_config
+        kwargs["config"] = from_root(cfg.sim_config)  # as every repository path in a config: from the root
     return gym.make_vec(ENV_IDS[cfg.sim], num_envs=cfg.num_envs, vectorization_mode="vector_entry_point",
                         **kwargs)  # fmt: skip
 

@@ -26,9 +26,11 @@ class ConfigError(ValueError):
 
 
 class Config(BaseModel):
-    """Base for every component config: strict keys, validated on creation and on assignment."""
+    """Base for every component config: strict keys, validated on creation and on assignment. No field takes
+    NaN or an infinity (`.nan`, `.inf` in YAML): bounds like `gt=0` let an infinity through, which then
+    overflows deep in a simulator or spreads into rewards and thresholds."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False)
 
     @classmethod
     def from_dict(cls: type[C], data: dict[str, Any] | None, source: str = "<dict>") -> C:
@@ -75,6 +77,8 @@ def _resolve(path: Path, name: str, chain: list[Path]) -> dict[str, Any]:
         raise ConfigError(f"{name}: config file not found: {path}{via}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{name}: {path} is not valid YAML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:  # a directory, unreadable, or not text
+        raise ConfigError(f"{name}: cannot read {path} as a YAML file: {err}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -146,3 +146,18 @@ def test_nan_state_and_an_out_of_range_reward_are_survived(
     assert trainer.sac.updates == updates_at_trip[0]  # learning stayed paused after the trip
     assert len(trainer.buffer) == cfg.total_steps - 1  # the offending transition was not stored
     assert np.abs(trainer.buffer.terms[: len(trainer.buffer)]).max() < 100
+
+
+def test_the_sim_config_is_found_from_the_project_root_whatever_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As every repository path in a config: run from elsewhere, a teacher config naming
+    sim/configs/mujoco_margin.yaml used to fail with "config file not found"."""
+    import gymnasium as gym
+
+    from opd.teacher_training import make_vec_env
+
+    monkeypatch.chdir(tmp_path)
+    cfg = TeacherTrainConfig.from_dict({"sim_config": "sim/configs/mujoco_margin.yaml", "num_envs": 1})
+    env = make_vec_env(cfg, gym.vector.AutoresetMode.NEXT_STEP)
+    env.close()

@@ -89,3 +89,27 @@ def test_the_opd_node_reads_the_opd_section_of_an_extending_training_config() ->
     # the live learner keeps the artifact's encoder fixed: every other distillation setting is the file's
     assert learner.cfg.distill == resolved.distill.model_copy(update={"train_encoder": False})
     assert learner.cfg.distill.capacity == 64000 and learner.cfg.distill.precision == "bf16"
+
+
+def test_a_directory_or_a_file_that_is_not_text_is_one_clear_error(tmp_path: Path) -> None:
+    """Both used to escape as IsADirectoryError or UnicodeDecodeError, the latter naming no file."""
+    with pytest.raises(ConfigError, match=rf"cannot read {tmp_path}"):
+        SimConfig.from_yaml(tmp_path)
+    (tmp_path / "a.yaml").write_bytes(b"a: \xff\xfe\n")
+    with pytest.raises(ConfigError, match=r"cannot read .*a\.yaml"):
+        SimConfig.from_yaml(tmp_path / "a.yaml")
+
+
+@pytest.mark.parametrize(
+    "data, field",
+    [({"settle_s": ".inf"}, "settle_s"),
+     ({"task": {"rewards": {"progress": ".nan"}}}, "task.rewards.progress"),
+     ({"task": {"time_limit_s": ".inf"}}, "task.time_limit_s")],
+)  # fmt: skip
+def test_nan_or_an_infinity_in_a_config_is_refused_naming_the_field(tmp_path: Path, data, field) -> None:
+    """`gt=0` lets `.inf` through: it then overflowed in the simulator (a raw OverflowError), and a NaN
+    reward weight made every reward NaN."""
+    text = yaml.safe_dump(data).replace("'.inf'", ".inf").replace("'.nan'", ".nan")  # YAML's own floats
+    (tmp_path / "sim.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=rf"{field}"):
+        SimConfig.from_yaml(tmp_path / "sim.yaml")
