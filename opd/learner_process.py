@@ -80,7 +80,10 @@ class LearnerProcess:
         self._samples = ctx.Queue(SAMPLE_QUEUE)
         self._weights = ctx.Queue(1)  # one set of acting weights: the child holds newer ones back until read
         self._events = ctx.Queue()
-        self._stop = ctx.Event()
+        # A flag in shared memory, polled: an Event's set() waits on its waiters, and a child killed while
+        # resting on it made stop() (disarm, Ctrl-C) hang for good.
+        self._stop = ctx.Value("b", 0, lock=False)
+        self.error, self.updates = None, 0  # a new child: a failure of the last one is no longer news
         self._proc = ctx.Process(
             target=_child_main, name="opd-learner", daemon=True,
             args=(os.getpid(), self.spec, self._samples, self._weights, self._events, self._stop),
@@ -104,7 +107,7 @@ class LearnerProcess:
         if self._proc is None:
             return
         self.learner.sink = None
-        self._stop.set()
+        self._stop.value = 1
         self._proc.join(timeout_s)
         if self._proc.is_alive():  # e.g. inside a version export: that goes too (the child's group)
             with contextlib.suppress(ProcessLookupError):
@@ -113,7 +116,7 @@ class LearnerProcess:
                 self._proc.kill()
             self._proc.join()
         self._done.set()
-        self._receiver.join()
+        self._receiver.join(timeout_s)  # a child killed mid-message leaves its read blocked: a daemon, left
         for q in (self._samples, self._weights, self._events):
             q.cancel_join_thread()  # rows not yet flushed to a stopped child are not waited for
             q.close()
@@ -137,7 +140,7 @@ class LearnerProcess:
                 log.exception("OPD learner weights not taken; acting goes on with the last ones")
                 return
             self._events_now()
-            if self.error is None and not self._proc.is_alive() and not self._stop.is_set():
+            if self.error is None and not self._proc.is_alive() and not self._stop.value:
                 self._events_now()  # a failure it sent just before exiting
                 if self.error is None:
                     self.error = RuntimeError(f"learner process exited with code {self._proc.exitcode}")
@@ -181,7 +184,7 @@ def _child_main(parent: int, spec: LearnerSpec, samples: Any, weights: Any, even
             announce = lambda path, number: events.put(("version", str(path), number))  # noqa: E731
             writer = VersionWriter(artifact, spec.versions_dir, spec.version_every_s, announce)
         period, pending = 1.0 / spec.max_rate_hz, None
-        while not stop.is_set() and os.getppid() == parent:  # a node killed outright: stop too
+        while not stop.value and os.getppid() == parent:  # a node killed outright: stop too
             t0 = time.monotonic()
             _take_samples(learner, samples)
             if learner.update():
@@ -191,9 +194,16 @@ def _child_main(parent: int, spec: LearnerSpec, samples: Any, weights: Any, even
                 pending = _offer(weights, pending)
             if writer is not None and writer.due():
                 writer.write(learner)  # in a grandchild process: not counted as busy
-            stop.wait(rest_s(period, time.monotonic() - t0, busy, spec.max_share))
+            _rest(stop, rest_s(period, time.monotonic() - t0, busy, spec.max_share))
     except Exception:  # noqa: BLE001 - reported to the node (/diagnostics); acting goes on there
         events.put(("error", traceback.format_exc(limit=8)))
+
+
+def _rest(stop: Any, seconds: float, poll_s: float = 0.02) -> None:
+    """Sleep `seconds`, or until the shared `stop` flag is set (polled every `poll_s`)."""
+    end = time.monotonic() + seconds
+    while not stop.value and (left := end - time.monotonic()) > 0:
+        time.sleep(min(poll_s, left))
 
 
 def _as_arrays(state: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

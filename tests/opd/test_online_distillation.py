@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import queue
+import signal
 import threading
 import time
 from pathlib import Path
@@ -469,6 +470,33 @@ def test_a_learner_process_that_fails_says_why_and_acting_goes_on(contract, stud
         LearnerProcess(learner, LearnerSpec(str(base.root), nice=-5))
 
 
+def test_a_learner_killed_while_it_rests_is_reported_and_stopping_it_returns(contract, student_cfg, tmp_path):
+    """The child rested on a multiprocessing Event: killed there (the OOM killer, say), the Event's set() in
+    stop() waited for it for good, and disarm, Ctrl-C and shutdown hung. A new start forgets the death."""
+    from opd.learner_process import LearnerProcess, LearnerSpec
+    from opd.live import load_learner
+
+    base, teacher, opd_yaml = live_base(contract, student_cfg, tmp_path)
+    learner = load_learner(base, teacher, opd_yaml, learning=False)
+    process = LearnerProcess(learner, LearnerSpec(str(base.root), teacher, opd_yaml, max_share=0.05))
+    process.start()
+    try:
+        time.sleep(15.0)  # started (torch imported, the learner built) and resting between empty passes
+        os.kill(process.pid, signal.SIGKILL)
+        wait_for(lambda: process.error is not None, 30.0)
+        assert "exited with code -9" in str(process.error)
+    finally:
+        stopping = threading.Thread(target=process.stop, daemon=True)
+        stopping.start()
+        stopping.join(30.0)
+    assert not stopping.is_alive()
+    process.start()  # armed again: the last child's death is no longer reported
+    try:
+        assert process.error is None
+    finally:
+        process.stop()
+
+
 def test_a_learner_whose_node_died_while_it_started_stops(contract, student_cfg, tmp_path):
     """A spawned learner takes seconds to start (it imports torch): a node killed meanwhile is not there to
     watch once it runs, so it is given the node's pid rather than reading its parent at start-up."""
@@ -478,7 +506,8 @@ def test_a_learner_whose_node_died_while_it_started_stops(contract, student_cfg,
 
     base, teacher, opd_yaml = live_base(contract, student_cfg, tmp_path)
     ctx = mp.get_context("spawn")
-    queues, stop = (ctx.Queue(), ctx.Queue(1), ctx.Queue()), ctx.Event()  # held: the child opens them
+    queues = (ctx.Queue(), ctx.Queue(1), ctx.Queue())
+    stop = ctx.Value("b", 0, lock=False)  # held: the child opens them
     node_gone = 0  # no process's pid: the child's parent (this test) is not the node it was started for
     spec = LearnerSpec(str(base.root), teacher, opd_yaml)
     child = ctx.Process(target=_child_main, args=(node_gone, spec, *queues, stop), daemon=True)
