@@ -233,6 +233,14 @@ class BagInput:
         """The recorded run's launch arguments (artifact_dir, backend, drive, precision), {} when none."""
         return recorded_launch_args(self.custom)
 
+    def _count_unread(self, conns: list[Any], read: Counter[int], last: float, why: str) -> None:
+        """Each connection's messages the bag lists but a read did not give (`read`: per connection), as
+        `unread`, counted once however many reads of the bag meet them."""
+        for c in conns:
+            lost = c.msgcount - read[id(c)]
+            detail = f"{lost} of its {c.msgcount} messages of type {c.msgtype}: {why}"
+            self.skips.raise_to(c.topic, "unread", last, detail, lost)
+
     def node_params(self, node: str) -> dict[str, Any]:
         """The `ros__parameters` of `node` in the recorded run (`agent run --record`), {} when not stored
         or not a parameter file's shape (metadata.yaml is the recorder's to write, not ours to trust)."""
@@ -261,20 +269,13 @@ class BagInput:
         while True:
             try:
                 conn, t_ns, raw = next(it)
-            except StopIteration:
-                for c in conns:  # fewer than the bag lists: metadata.yaml names another type than the file's
-                    lost = c.msgcount - read[id(c)]
-                    detail = (f"the bag lists {c.msgcount} messages of type {c.msgtype}, {read[id(c)]} were "
-                              "found as that type (does metadata.yaml name the file's type?)")  # fmt: skip
-                    self.skips.raise_to(c.topic, "unread", last, detail, lost)
+            except StopIteration:  # fewer than listed: metadata.yaml names a type the file does not hold
+                self._count_unread(conns, read, last, "not found as that type (is it the file's?)")
                 return
             except Exception as err:  # storage-level corruption: keep what was read
                 why = f"{type(err).__name__}: {err}"
                 self.skips.raise_to("<bag>", "read_error", last, f"{why}; reading stopped", 1)
-                for c in conns:  # what the bag's index holds past the error
-                    lost = c.msgcount - read[id(c)]
-                    detail = f"{lost} of its {c.msgcount} messages lie past a read error ({why})"
-                    self.skips.raise_to(c.topic, "unread", last, detail, lost)
+                self._count_unread(conns, read, last, f"past a read error ({why})")
                 return
             read[id(conn)] += 1
             last = t_ns * 1e-9

@@ -329,12 +329,7 @@ class StudentTrainer:
         if not saved.is_file():
             log.warning("%s: no config beside the checkpoint; resuming without checking it", ckpt)
             return
-        changed = config_changes(StudentTrainConfig.from_yaml(saved), self.cfg)
-        if changed:
-            raise ValueError(
-                f"{self.out}: its checkpoint {ckpt.name} was written under another config "
-                f"({'; '.join(changed)}): resume with the config it was written by, or use another --out"
-            )
+        refuse_another_config(saved, self.cfg)
 
     def _trim_history(self) -> None:
         """Drop history lines logged past the step training resumes from: a run killed after its last
@@ -447,6 +442,16 @@ def config_changes(old: StudentTrainConfig, new: StudentTrainConfig) -> list[str
     """The settings (dotted names, "name: old -> new") two training configs differ in, `RESUMABLE` aside."""
     a, b = (c.model_dump(mode="json", exclude=set(RESUMABLE)) for c in (old, new))
     return [f"{k}: {x!r} -> {y!r}" for k, x, y in _differences(a, b)]
+
+
+def refuse_another_config(saved: Path, want: StudentTrainConfig) -> None:
+    """A ValueError naming the settings when the training config `saved` (a checkpoint's, a run's) is not
+    `want` but for `RESUMABLE`: what was written under it is another run than the one asked for."""
+    if changed := config_changes(StudentTrainConfig.from_yaml(saved), want):
+        raise ValueError(
+            f"{saved} was written under another config ({'; '.join(changed)}): use the config it was "
+            "written by, or another --out"
+        )
 
 
 def _differences(a: Any, b: Any, name: str = "") -> Iterator[tuple[str, Any, Any]]:

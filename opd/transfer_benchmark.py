@@ -51,7 +51,7 @@ from opd.student_training import (
     StudentTrainConfig,
     StudentTrainer,
     checkpoints,
-    config_changes,
+    refuse_another_config,
     write_atomic,
 )
 from policies.artifact import MANIFEST, Artifact
@@ -190,7 +190,8 @@ class TransferBenchmark:
         method's init_from.json keep the hash of the start's weights: a start that is not the one evaluated
         is evaluated again, and the report says when one run's methods began from different starts."""
         out = self.run_dir(seed) / "pretrain"
-        self._check_trained_with(out, self.cfg.pretrain_train(seed))
+        if (out / "config.yaml").is_file():  # its results stand for the run this config makes
+            refuse_another_config(out / "config.yaml", self.cfg.pretrain_train(seed))
         artifact = (out / "artifact").resolve()
         steps = self.cfg.pretrain_train(seed).total_steps
         evaluation = read_json(out / "eval.json")
@@ -230,7 +231,8 @@ class TransferBenchmark:
         """Train (resuming; from the artifact `start` if given) and evaluate `method` with `seed` (None:
         the first) unless its evaluation is already there."""
         out = self.run_dir(seed) / method
-        self._check_trained_with(out, self.cfg.train(method, seed))
+        if (out / "config.yaml").is_file():  # its results stand for the run this config makes
+            refuse_another_config(out / "config.yaml", self.cfg.train(method, seed))
         evaluation = read_json(out / "eval.json")
         if self._finished(method, seed):
             log.info("%s: trained and evaluated already (%s)", method, out / "eval.json")
@@ -277,18 +279,6 @@ class TransferBenchmark:
             evaluation = evaluate()
             write_json(path, evaluation)
         return summary(evaluation)
-
-    @staticmethod
-    def _check_trained_with(out: Path, want: StudentTrainConfig) -> None:
-        """Refuse a run directory trained under another config than this benchmark asks for (another seed
-        list, a changed train config): its results would stand for a run this command did not make."""
-        saved = out / "config.yaml"
-        changed = config_changes(StudentTrainConfig.from_yaml(saved), want) if saved.is_file() else []
-        if changed:
-            raise ValueError(
-                f"{out} was trained under another config ({'; '.join(changed)}): rerun the benchmark with "
-                "the config it was trained by, or write this one to another --out"
-            )
 
     def _finished(self, method: str, seed: int | None = None) -> bool:
         """The method's evaluation is of a student trained to this budget, over this many episodes.
