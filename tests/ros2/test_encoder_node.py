@@ -7,8 +7,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
-from agent.executors import MultiThreadedExecutor
-from agent.lifecycle_node import stop_executor
+from agent.executors import MultiThreadedExecutor, stop_executor
 from agent.messages import msg_to_embedding, sample_to_imu, skill_state_to_msg, stamp_to_sec
 from agent.nodes.encoder import GATES, EncoderNode
 from rclpy.context import Context

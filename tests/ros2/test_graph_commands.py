@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -120,10 +121,11 @@ def test_bench_graph_with_learning_reports_the_learners_updates(tiny_artifact: P
     )
 
 
-def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action(
+def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action_whatever_signals_follow(
     tiny_artifact: Path, tiny_teacher: Path, tmp_path: Path
 ) -> None:
-    """Like Ctrl-C: the graph is stopped while ROS is still up, so the safe action still goes out."""
+    """Like Ctrl-C: the graph is stopped while ROS is still up, so the safe action still goes out; a Ctrl-C
+    and another SIGTERM during that stop (a supervisor's escalation) are ignored, not a cut-short stop."""
     err = tmp_path / "stderr.log"
     cmd = [str(AGENT), "run", "--artifact", str(tiny_artifact), "--teacher", str(tiny_teacher)]
     with err.open("w") as stderr:
@@ -131,7 +133,9 @@ def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action(
         try:
             first = proc.stdout.readline()  # the first progress line (every node runs): the graph is up
             assert first.startswith("[opd] time:"), first + err.read_text()
-            proc.send_signal(signal.SIGTERM)
+            for sig, wait_s in ((signal.SIGTERM, 0.02), (signal.SIGINT, 0.2), (signal.SIGTERM, 0.0)):
+                proc.send_signal(sig)
+                time.sleep(wait_s)
             rest, _ = proc.communicate(timeout=120)
         finally:
             if proc.poll() is None:

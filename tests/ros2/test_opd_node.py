@@ -16,8 +16,7 @@ import pytest
 import yaml
 from agent import graph
 from agent.base_command import TwistMapping, velocity_of
-from agent.executors import MultiThreadedExecutor
-from agent.lifecycle_node import stop_executor
+from agent.executors import MultiThreadedExecutor, stop_executor
 from agent.messages import (
     SOURCES,
     ActionCodec,

@@ -8,8 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from agent.executors import MultiThreadedExecutor
-from agent.lifecycle_node import stop_executor
+from agent.executors import MultiThreadedExecutor, stop_executor
 from agent.messages import ActionCodec, embedding_to_msg, sec_to_stamp, stamp_to_sec
 from agent.nodes.policy import PolicyNode
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidProtobuf

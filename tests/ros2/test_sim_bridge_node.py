@@ -7,8 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from agent.executors import MultiThreadedExecutor
-from agent.lifecycle_node import stop_executor
+from agent.executors import MultiThreadedExecutor, stop_executor
 from agent.messages import ActionCodec, privileged_names, stamp_to_sec
 from agent.nodes.sim_bridge import SimBridgeNode
 from rclpy.context import Context

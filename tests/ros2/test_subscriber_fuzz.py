@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from agent.lifecycle_node import stop_executor
+from agent.executors import stop_executor
 from agent.messages import SKILL_STATE_NAMES, param_names, privileged_names, sec_to_stamp
 from agent_interfaces.msg import HybridAction, StateEmbedding
 from builtin_interfaces.msg import Time

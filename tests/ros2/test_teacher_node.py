@@ -8,8 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from agent.executors import MultiThreadedExecutor
-from agent.lifecycle_node import stop_executor
+from agent.executors import MultiThreadedExecutor, stop_executor
 from agent.messages import ActionCodec, privileged_names, privileged_to_msg, stamp_to_sec
 from agent.nodes.teacher import TeacherNode
 from rclpy.context import Context

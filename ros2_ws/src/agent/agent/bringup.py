@@ -43,8 +43,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from agent import graph
-from agent.executors import MultiThreadedExecutor
-from agent.lifecycle_node import stop_executor
+from agent.executors import MultiThreadedExecutor, stop_executor
 
 
 def launch_arguments(**values: str) -> dict[str, str]:

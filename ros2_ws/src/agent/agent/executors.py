@@ -17,6 +17,7 @@ wheels carry the fix.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from threading import Condition
 from typing import Any
@@ -24,11 +25,13 @@ from typing import Any
 from rclpy import executors
 from rclpy.executors import (
     ConditionReachedException,
+    Executor,
     ExternalShutdownException,
     ShutdownException,
     TimeoutException,
 )
 
+DRAIN_S = 0.05  # time given to an executor's queued handlers before it shuts down, s
 QUEUED_WAIT_S = 0.01  # longest a spin waits for a queued handler to be taken up before it returns, s
 
 
@@ -64,3 +67,15 @@ class MultiThreadedExecutor(executors.MultiThreadedExecutor):
             self._queued.discard(handler)
             self._taken.notify_all()
         handler()
+
+
+def stop_executor(executor: Executor) -> None:
+    """Remove every node, let queued handlers run out, then shut the executor down.
+
+    rclpy's MultiThreadedExecutor.shutdown destroys its guard condition before its thread pool drains, and
+    handlers still queued then fail on it ("cannot use Destroyable"); draining first avoids that.
+    """
+    for node in executor.get_nodes():
+        executor.remove_node(node)
+    time.sleep(DRAIN_S)  # the pool threads run what is queued; without nodes nothing new is queued
+    executor.shutdown()

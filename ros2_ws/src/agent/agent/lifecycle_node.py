@@ -22,11 +22,10 @@ nodes correct in a multi-threaded one.
 
 from __future__ import annotations
 
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable
-from threading import Lock, Thread
+from threading import Lock
 from typing import Any
 
 import rclpy
@@ -34,10 +33,8 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
-from rclpy.executors import Executor, ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecyclePublisher, LifecycleState, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 
@@ -46,9 +43,6 @@ from agent.messages import MessageError
 from agent.ros_io import diagnostic_array, diagnostic_status, msg_class, param_descriptor, qos_profile
 from policies.stream_stats import Level, Status, StreamStats
 
-DRAIN_S = 0.05  # time given to an executor's queued handlers before it shuts down, s
-SIGNAL_POLL_S = 0.1  # longest a node's `spin` takes to notice SIGINT/SIGTERM, s
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 WARN_PERIOD_S = 5.0  # one warning per (stream, reason) per this many seconds; counters keep the full count
 # rclpy gives every publisher and subscription default event handlers (they log an incompatible QoS or
 # type). Each is a waitable that the executor visits on every wake-up, i.e. on every message: with them
@@ -306,67 +300,3 @@ class AgentNode(LifecycleNode):
         statuses = [diagnostic_status(f"{name}: node", node)]
         statuses += [diagnostic_status(f"{name}: {key}", status) for key, status in entries]
         self._diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), statuses))
-
-
-def run_node(node_class: Callable[[], AgentNode], args: list[str] | None = None) -> None:
-    """The body of every node executable (`ros2 run agent <node>`): init, spin until a signal or shutdown."""
-    try:
-        # rclpy's signal handlers stay off: `spin` turns SIGINT and SIGTERM into a flag, so that the node is
-        # finalized (a policy sends its safe action) while the context is still valid.
-        with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
-            spin(node_class())
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # Ctrl-C before spinning started, or a shutdown from elsewhere
-
-
-def spin(node: AgentNode) -> None:
-    """Spin one node on a single-threaded executor until SIGINT/SIGTERM or shutdown; on the way out, finalize
-    it while the context is valid (a policy sends its safe action then). Spun as `agent.bringup` spins each
-    node, for the reasons it gives: single-threaded, and `spin` on a thread of its own rather than a
-    spin_once(timeout) loop, which creates a timeout timer per message.
-
-    The signals only append to a list that the main thread polls every SIGNAL_POLL_S while it joins the
-    executor's thread: a KeyboardInterrupt raised into the executor at an arbitrary point can leave its locks
-    held, and the shutdown then hangs (nor may the handler take a lock that the main thread may hold).
-    """
-    signalled: list[int] = []
-    previous = {s: signal.signal(s, lambda sig, _: signalled.append(sig)) for s in STOP_SIGNALS}
-    executor = SingleThreadedExecutor(context=node.context)
-    executor.add_node(node)
-    failure: list[BaseException] = []
-
-    def spin_executor() -> None:
-        try:
-            executor.spin()
-        except ExternalShutdownException:
-            pass  # the context was shut down elsewhere
-        except BaseException as err:  # a callback raised: stop the node, then re-raise it below
-            failure.append(err)
-
-    thread = Thread(target=spin_executor, name=f"executor-{node.get_name()}", daemon=True)
-    thread.start()
-    try:
-        while not signalled and thread.is_alive():
-            thread.join(SIGNAL_POLL_S)
-    finally:
-        for s, handler in previous.items():
-            if handler is not None:  # None: installed outside Python (rclpy's own), nothing to put back
-                signal.signal(s, handler)
-        stop_executor(executor)  # first: no callback may run on an entity that finalize destroys
-        thread.join()
-        node.finalize()
-        node.destroy_node()
-    if failure:
-        raise failure[0]
-
-
-def stop_executor(executor: Executor) -> None:
-    """Remove every node, let queued handlers run out, then shut the executor down.
-
-    rclpy's MultiThreadedExecutor.shutdown destroys its guard condition before its thread pool drains, and
-    handlers still queued then fail on it ("cannot use Destroyable"); draining first avoids that.
-    """
-    for node in executor.get_nodes():
-        executor.remove_node(node)
-    time.sleep(DRAIN_S)  # the pool threads run what is queued; without nodes nothing new is queued
-    executor.shutdown()

@@ -26,7 +26,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from rclpy.signals import SignalHandlerOptions
 from agent import graph
 from agent.bringup import Bringup
 from agent.recorder import BagRecorder, RecordingReport
+from agent.stop_signals import StopSignals
 from sim.robot_interface import AppliedAction
 
 GIL_SWITCH_S = 0.0005  # sys.setswitchinterval for the session's process, s (see the module doc)
@@ -271,23 +271,21 @@ class SimSession:
 
 
 @contextmanager
-def ros_interruptible() -> Iterator[None]:
-    """rclpy initialised without its signal handlers, SIGTERM raising KeyboardInterrupt as Ctrl-C does.
+def ros_interruptible() -> Iterator[StopSignals]:
+    """rclpy initialised without its signal handlers; the first SIGINT or SIGTERM raises KeyboardInterrupt.
 
     rclpy's own SIGTERM handler shuts the context down at once, under the running graph: the safe action
-    could no longer be published nor the bag closed. Here both signals end up in the caller's
-    `except KeyboardInterrupt`, which stops the graph while the context is still valid.
+    could no longer be published nor the bag closed. Here the first signal ends up in the caller's
+    `except KeyboardInterrupt`, which stops the graph while the context is still valid; later ones (a
+    second Ctrl-C, a SIGTERM after it) are only recorded, as is any once the caller has set `stopping`
+    before its own stop (`agent.stop_signals`).
     """
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    signals = StopSignals(interrupt=True).install()
     try:
         with rclpy.init(signal_handler_options=SignalHandlerOptions.NO):
-            yield
+            yield signals
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signals.restore()
 
 
 def cached_artifact(config: Path, int8: bool, cache_root: Path | None = None) -> tuple[Path, bool]:

@@ -254,7 +254,7 @@ def run_graph(args: argparse.Namespace) -> int:
         raise ValueError("--duration must be > 0 and --warmup >= 0")
     cfg = session_config(args)
     steal = StealMonitor()
-    with ros_interruptible():
+    with ros_interruptible() as signals:
         session = SimSession(cfg)
         try:
             not_running = session.start()
@@ -277,6 +277,7 @@ def run_graph(args: argparse.Namespace) -> int:
             # Wall time of a control period; lockstep (speed 0) has none.
             period_s = session.bridge.loop.period_s / cfg.speed if cfg.speed > 0 else None
         finally:
+            signals.stopping = True  # as in `agent run`: no later signal may cut the stop short
             steal.stop()
             session.close()
     result = graph_figures(progress, cfg.backend, cfg.drive)

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = session_config(args, args.record)
     console = Console(soft_wrap=True)  # summary lines stay whole in logs and pipes
     # Ctrl-C and SIGTERM raise KeyboardInterrupt: the graph stops (robot parked) while the context is valid.
-    with ros_interruptible():
+    with ros_interruptible() as signals:
         session = SimSession(cfg)
         try:
             for name, why in session.start().items():
@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             console.print("stopping (interrupted)")
         finally:
+            signals.stopping = True  # first, and by assignment: no later signal may cut the stop short
             progress = session.progress()
             parked, report = session.close()
     console.print(_summary(progress, cfg.drive), markup=False, highlight=False)

@@ -27,7 +27,7 @@ from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import Image, Imu, JointState
 
 from agent.graph import TOPICS, node
-from agent.lifecycle_node import AgentNode, run_node
+from agent.lifecycle_node import AgentNode
 from agent.messages import (
     MessageError,
     checked_stamp,
@@ -36,6 +36,7 @@ from agent.messages import (
     imu_to_sample,
     msg_to_skill_state,
 )
+from agent.node_process import run_node
 from agent.nodes import RuntimeLoader
 from agent.ros_io import drain
 from agent.sequence_gaps import SequenceGaps

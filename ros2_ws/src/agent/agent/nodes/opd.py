@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from agent_interfaces.msg import GateState, HybridAction, StateEmbedding
@@ -54,7 +54,7 @@ from std_msgs.msg import String
 
 from agent.base_command import TwistMapping
 from agent.graph import DRIVE_SOURCES, TOPICS, node
-from agent.lifecycle_node import AgentNode, run_node
+from agent.lifecycle_node import AgentNode
 from agent.messages import (
     SOURCES,
     ActionCodec,
@@ -65,12 +65,14 @@ from agent.messages import (
     privileged_names,
     sec_to_stamp,
 )
-from opd.decision_stream import DecisionStream, StreamDecision
-from opd.learner_process import LearnerProcess, LearnerSpec
-from opd.live import default_versions_dir, load_learner
+from agent.node_process import run_node
 from policies.artifact import Artifact
 from policies.safe_fallback import SafeFallback
 from policies.stream_stats import Level, Status, StreamStats
+
+if TYPE_CHECKING:
+    from opd.decision_stream import StreamDecision
+    from opd.learner_process import LearnerProcess
 
 STATE, STUDENT, TEACHER = "/agent/state", "/agent/action", "/teacher/action"
 PRIVILEGED, ACTION, CMD_VEL, GATE = "/sim/privileged_state", "/opd/action", "/cmd_vel", "/opd/gate"
@@ -96,6 +98,11 @@ class OpdNode(AgentNode):
         self.contract = artifact.contract
         self.learner = None
         if s["drive"] == "opd":
+            # The OPD core (torch) only where it decides: drive student or teacher starts in ~1 s, not ~6 s.
+            from opd.decision_stream import DecisionStream
+            from opd.learner_process import LearnerProcess, LearnerSpec
+            from opd.live import default_versions_dir, load_learner
+
             # acting only: with `learn`, the store and the gradient steps are the learner process's
             self.learner = load_learner(artifact, s["teacher_checkpoint"], s["opd_config"], learning=False)
             self.embed_dim = self.learner.student.cfg.encoder.embed_dim

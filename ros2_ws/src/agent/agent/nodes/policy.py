@@ -34,8 +34,9 @@ from rclpy.duration import Duration
 from std_msgs.msg import String
 
 from agent.graph import TOPICS, node
-from agent.lifecycle_node import AgentNode, run_node
+from agent.lifecycle_node import AgentNode
 from agent.messages import ActionCodec, MessageError, checked_stamp, msg_to_embedding
+from agent.node_process import run_node
 from agent.nodes import RuntimeLoader
 from policies.embedding_window import EmbeddingWindow
 from policies.runtime import StudentRuntime, load_student

@@ -31,7 +31,7 @@ from rosgraph_msgs.msg import Clock
 
 import sim
 from agent.graph import TOPICS, node
-from agent.lifecycle_node import AgentNode, run_node
+from agent.lifecycle_node import AgentNode
 from agent.messages import (
     ActionCodec,
     MessageError,
@@ -44,6 +44,7 @@ from agent.messages import (
     sec_to_stamp,
     skill_state_to_msg,
 )
+from agent.node_process import run_node
 from policies.stream_stats import Level, Status, StreamStats
 from sim.backends import make_backend
 from sim.config import SimConfig

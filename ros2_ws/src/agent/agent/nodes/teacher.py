@@ -21,8 +21,9 @@ from sensor_msgs.msg import JointState
 
 from agent.commands.eval import DEFAULT_TEACHER
 from agent.graph import TOPICS, node
-from agent.lifecycle_node import AgentNode, run_node
+from agent.lifecycle_node import AgentNode
 from agent.messages import ActionCodec, MessageError, checked_stamp, msg_to_privileged, privileged_names
+from agent.node_process import run_node
 from policies.stream_stats import LatencyWindow, Status, StreamStats
 from policies.teacher_policy import TeacherPolicy
 
