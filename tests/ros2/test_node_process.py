@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from agent.base_command import velocity_of
-from agent.messages import ActionCodec
+from agent.messages import ActionCodec, stamp_to_sec
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from ros_harness import Probe, spin_for
@@ -32,6 +32,7 @@ AT_ONCE = 10  # processes side by side: their start-up (imports) is most of a ru
 # Second signal after the first, s: at once (a terminal and launch), then into the spin's poll, the
 # executor's drain, the safe action's acknowledgement, and after the exit.
 GAPS_S = (0.0, 0.002, 0.01, 0.03, 0.06, 0.1, 0.2)
+HANDLER_S = 0.02  # from sending a signal to its handler running in the node, at most, s
 SECOND = (signal.SIGINT, signal.SIGINT, signal.SIGINT, signal.SIGTERM)  # SIGTERM: launch's escalation
 
 
@@ -44,6 +45,7 @@ class Run:
     proc: subprocess.Popen | None = None
     probe: Probe | None = None
     driven: list = field(default_factory=list)  # /cmd_vel heard before the first signal
+    signalled_at: float = 0.0  # wall time of the first signal, s
 
     @property
     def namespace(self) -> str:
@@ -82,6 +84,7 @@ def test_every_stop_signal_sequence_leaves_the_base_on_the_stop_and_exits_0(
             assert all(driving(r) for r in batch), {r.index: r.log.read_text() for r in batch}
             for run in batch:  # one after the other, proposals flowing between
                 run.driven = list(run.probe.received["/cmd_vel"])
+                run.signalled_at = time.time()
                 run.proc.send_signal(signal.SIGINT)
                 if run.gap_s:
                     time.sleep(run.gap_s)
@@ -130,4 +133,10 @@ def check(run: Run, codec: ActionCodec, stop: int) -> list[str]:
         out.append(f"{what}: no command reached the base after the signal")
     elif velocity_of(commands[-1]) != (0.0, 0.0) or codec.from_msg(actions[-1])[0] != stop:
         out.append(f"{what}: the base was left on {velocity_of(commands[-1])}, not the stop")
+    # Commands are stamped when issued: none but the stop may be issued once the signal is in (the node
+    # halts in the signal handler; HANDLER_S allows for the handler's scheduling on a busy host).
+    late = [velocity_of(c) for c in commands if stamp_to_sec(c.header.stamp) > run.signalled_at + HANDLER_S
+            and velocity_of(c) != (0.0, 0.0)]  # fmt: skip
+    if late:
+        out.append(f"{what}: {len(late)} drive command(s) issued after the signal: {late[:3]}")
     return out

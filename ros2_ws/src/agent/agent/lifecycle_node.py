@@ -182,6 +182,11 @@ class AgentNode(LifecycleNode):
             self._warned[key] = now
             self.get_logger().warning(text)
 
+    def halt(self) -> None:
+        """Stop sending what moves the robot, at once: called from a signal handler on the main thread, so
+        it only sets flags (no lock, which that thread may hold, no I/O). The shutdown that follows sends
+        the safe action."""
+
     def finalize(self) -> None:
         """Shut the lifecycle down while the context is still valid (the safe actions go out)."""
         if self.lifecycle_state in ("inactive", "active") and rclpy.ok(context=self.context):

@@ -1,15 +1,17 @@
-"""SIGINT and SIGTERM as a record of arrivals, so that no second signal can cut a robot's stop short.
+"""SIGINT and SIGTERM as a record of arrivals, so that no later signal can cut a robot's stop short.
 
-A Ctrl-C in a terminal reaches every process of its group, and `ros2 launch` then sends each node a SIGINT
-of its own (and a SIGTERM if it is still up 5 s later): a process sees two or three signals within
-milliseconds. Python's default SIGINT handler raises KeyboardInterrupt at whatever line runs when each one
-arrives, so the second one landed in the shutdown that the first began: before the safe action went out,
-or while it waited for its acknowledgement.
+A Ctrl-C in a terminal reaches every process of its group. `ros2 launch` then sends each node a SIGTERM if
+it is still up 5 s later, and, run without a terminal (a service, CI), a SIGINT of its own at once (launch
+3.x: `send_sigint=not due_to_sigint or context.noninteractive`): a node sees two or three signals, the
+first two possibly milliseconds apart. Python's default SIGINT handler raises KeyboardInterrupt at whatever
+line runs when each one arrives, so the second one landed in the shutdown that the first began: before the
+safe action went out, or while it waited for its acknowledgement.
 """
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -29,6 +31,9 @@ class StopSignals:
         self.received: list[int] = []  # signal numbers, in order of arrival
         self.interrupt = interrupt
         self.stopping = False  # a stop is under way: signals are only recorded
+        # Called on the first signal, from the handler: it may only set flags (no lock, no I/O). A node's
+        # `halt`, so that no command goes out between the signal and the stop the shutdown sends.
+        self.on_first: Callable[[], None] | None = None
         self._previous: dict[int, object] = {}
 
     def install(self) -> StopSignals:
@@ -51,6 +56,8 @@ class StopSignals:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.received.append(signum)
+        if len(self.received) == 1 and self.on_first is not None:
+            self.on_first()
         if self.interrupt and not self.stopping:
             self.stopping = True
             raise KeyboardInterrupt

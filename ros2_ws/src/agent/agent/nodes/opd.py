@@ -164,6 +164,11 @@ class OpdNode(AgentNode):
         self.pub_action.wait_for_all_acked(ACK_TIMEOUT)
         self.pub_cmd.wait_for_all_acked(ACK_TIMEOUT)
 
+    def halt(self) -> None:
+        """No source action after a stop signal: `execute` and the watchdog read `acting` under the lock, so
+        at most an action already past that check goes out, before the stop that deactivate sends."""
+        self.acting = False  # a plain store, safe without the lock (see AgentNode.halt)
+
     def cleanup(self) -> None:
         self.learner = self.learner_process = None
 
