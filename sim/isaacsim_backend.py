@@ -154,6 +154,11 @@ class IsaacSimBackend(SimBackend):
             self._app = None
 
     def set_dynamics(self, scales: DynamicsScales) -> None:
+        if scales.wheel_radius is not None:
+            raise NotImplementedError(
+                "IsaacSimBackend cannot change its wheel radii (the gap proxy's "
+                "dynamics.wheel_radius_*); use the MuJoCo backend or leave them at 1"
+            )
         self._scales = scales
 
     def _start_episodes(self, envs: np.ndarray, layouts: list[Layout]) -> None:

@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import math
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,15 @@ from sim.marker_task import Layout  # noqa: E402
 from sim.robot_interface import DynamicsScales  # noqa: E402
 from sim.robots.diffbot import constants as C  # noqa: E402
 from sim.robots.diffbot.base_controller import integrate_odometry  # noqa: E402
+from sim.room_appearance import (  # noqa: E402
+    DISTRACTOR_SLOTS,
+    FLOOR_TEXTURES,
+    ROOM_WALLS,
+    SHADOW_SLOTS,
+    Box,
+    RoomDraw,
+    blob_shadow,
+)
 from sim.sim_backend import SimBackend  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -40,6 +50,7 @@ def _log_mujoco_warning(message: str) -> None:
 if mujoco.get_mju_user_warning() is None:
     mujoco.set_mju_user_warning(_log_mujoco_warning)
 
+SHADOW_MAP_PX = 512  # shadow map size when a room casts shadows, px (the sim renders none)
 _OFF_FLAGS = (  # scene features the fast offscreen render leaves out
     mujoco.mjtRndFlag.mjRND_SHADOW,
     mujoco.mjtRndFlag.mjRND_REFLECTION,
@@ -93,6 +104,8 @@ class ModelIndex:
         self.markers = np.array([mocap(f"marker_{c}") for c in cfg.task.markers], dtype=np.int64)
         self.marker_geoms = np.array([find("geom", f"marker_{c}") for c in cfg.task.markers])
         self.obstacles = np.array([mocap(o) for o in C.OBSTACLES[: cfg.task.num_obstacles]], dtype=np.int64)
+        self._room: RoomIndex | None = None
+        self._model, self._find = model, find
         self.nominal = {  # the values that dynamics randomisation scales
             "body_mass": model.body_mass.copy(),
             "body_inertia": model.body_inertia.copy(),
@@ -100,7 +113,44 @@ class ModelIndex:
             "actuator_gainprm": model.actuator_gainprm.copy(),
             "actuator_biasprm": model.actuator_biasprm.copy(),
             "actuator_forcerange": model.actuator_forcerange.copy(),
+            "geom_size": model.geom_size.copy(),
         }
+
+    @property
+    def room(self) -> RoomIndex:
+        """The room's elements, looked up on first use: an MJCF without them serves everything but a room."""
+        if self._room is None:
+            self._room = RoomIndex(self._model, self._find)
+        return self._room
+
+
+class RoomIndex:
+    """The scene elements a room's appearance changes (arena.xml), and their values as the sim renders."""
+
+    def __init__(self, model: mujoco.MjModel, find: Callable[[str, str], int]) -> None:
+        self.light = find("light", "sun")
+        self.floor = find("geom", "floor")
+        self.walls = np.array([find("geom", w) for w in C.WALL_GEOMS])
+        self.obstacles = np.array([find("geom", o) for o in C.OBSTACLES])
+        self.markers = {c: np.array([find("geom", f"marker_{c}"), find("geom", f"beacon_{c}")])
+                        for c in C.MARKER_COLOURS}  # fmt: skip
+        self.distractors = np.array([find("geom", f"distractor_{k}") for k in range(DISTRACTOR_SLOTS)])
+        self.distractor_bodies = np.array([model.body_mocapid[find("body", f"distractor_{k}")]
+                                           for k in range(DISTRACTOR_SLOTS)])  # fmt: skip
+        self.room_walls = np.array([find("geom", w) for w in ROOM_WALLS])
+        self.room_wall_bodies = np.array([model.body_mocapid[find("body", w)] for w in ROOM_WALLS])
+        self.shadows = np.array([find("geom", f"shadow_{k}") for k in range(SHADOW_SLOTS)])
+        self.shadow_bodies = np.array(
+            [model.body_mocapid[find("body", f"shadow_{k}")] for k in range(SHADOW_SLOTS)]
+        )
+        self.floor_materials = {t: find("material", f"room_floor_{t}") for t in FLOOR_TEXTURES}
+        self.visual = {  # what a room changes on the shared render model, to restore for an env without one
+            "geom_rgba": model.geom_rgba.copy(), "geom_size": model.geom_size.copy(),
+            "geom_matid": model.geom_matid.copy(), "mat_rgba": model.mat_rgba.copy(),
+            "light_diffuse": model.light_diffuse.copy(), "light_ambient": model.light_ambient.copy(),
+            "light_castshadow": model.light_castshadow.copy(),
+        }  # fmt: skip
+        self.light_dir = model.light_dir[self.light].copy()
 
 
 def load_model(cfg: SimConfig) -> tuple[mujoco.MjModel, ModelIndex]:
@@ -133,6 +183,11 @@ class MujocoBackend(SimBackend):
         self._good: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0), np.empty(0))] * cfg.num_envs
         self._renderer: mujoco.Renderer | None = None
         self._scales: DynamicsScales | None = None
+        self._next_rooms: list[RoomDraw | None] = [None] * cfg.num_envs  # from each env's next reset on
+        self._rooms: list[RoomDraw | None] = [None] * cfg.num_envs
+        self._shadows = False  # the renderer has a shadow map
+        self._dressed = False  # a room was ever set: from then on each render and episode sets its look
+        self._blobs: list[list[tuple[Box, float]]] = [[] for _ in range(cfg.num_envs)]  # per env's room
 
     @property
     def connected(self) -> bool:
@@ -148,7 +203,12 @@ class MujocoBackend(SimBackend):
         self._models = [copy.copy(self._model) for _ in range(self.cfg.num_envs)]
         self._data = [mujoco.MjData(m) for m in self._models]
         if self.cfg.camera.enabled:
-            self._renderer = _make_renderer(self._model, self.cfg.camera.height, self.cfg.camera.width)
+            self._renderer = self._make_renderer()
+
+    def _make_renderer(self) -> mujoco.Renderer:
+        renderer = _make_renderer(self._model, self.cfg.camera.height, self.cfg.camera.width)
+        renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = self._shadows
+        return renderer
 
     def close(self) -> None:
         if self._renderer is not None:
@@ -163,11 +223,27 @@ class MujocoBackend(SimBackend):
                 raise ValueError(f"scales.{name} must hold {self.cfg.num_envs} positive values, got {value}")
         self._scales = scales
 
+    def set_appearance(self, rooms: Sequence[RoomDraw | None]) -> None:
+        if len(rooms) != self.cfg.num_envs:
+            raise ValueError(f"set_appearance: {len(rooms)} rooms for {self.cfg.num_envs} envs")
+        self._next_rooms = list(rooms)
+        if any(r is not None for r in rooms):
+            self._ix.room  # noqa: B018  # an MJCF without the room's elements fails here, naming the first
+            self._dressed = True
+        if any(r is not None and r.shadows == "mapped" for r in rooms) and not self._shadows:
+            self._shadows = True
+            self._model.vis.quality.shadowsize = SHADOW_MAP_PX  # sized when the GL context is made
+            if self._renderer is not None:
+                self._renderer.close()
+                self._renderer = self._make_renderer()
+
     def _start_episodes(self, envs: np.ndarray, layouts: list[Layout]) -> None:
         hyper = self.cfg.rates.hyperperiod
         for i, layout in zip(envs, layouts, strict=True):
             self._layouts[i] = layout
+            self._rooms[i] = self._next_rooms[i]
             self._apply_dynamics(i)
+            self._mount_camera(i)
             m, d = self._models[i], self._data[i]
             mujoco.mj_resetData(m, d)
             x, y, yaw = layout.start
@@ -238,6 +314,7 @@ class MujocoBackend(SimBackend):
 
     def _render(self, i: int, tick: int) -> None:
         """Render env i's camera from its current poses, which describe `tick`."""
+        self._dress(i)
         self._renderer.update_scene(self._data[i], camera=self._ix.camera)
         self._renderer.render(out=self._frames[i])
         self._frame_stamp[i] = tick * self._dt
@@ -259,6 +336,21 @@ class MujocoBackend(SimBackend):
         d.mocap_pos[self._ix.markers, 2] = 0.001  # disc on the floor
         d.mocap_pos[self._ix.obstacles, :2] = layout.obstacles
         d.mocap_pos[self._ix.obstacles, 2] = C.OBSTACLE_RADIUS_M  # half height = radius in arena.xml
+        room = self._rooms[i]
+        if room is not None:
+            rx = self._ix.room
+            self._blobs[i] = []
+            if room.shadows == "blob":
+                casters = [(xy, C.OBSTACLE_RADIUS_M, 2 * C.OBSTACLE_RADIUS_M) for xy in layout.obstacles]
+                casters += [(xy, C.BEACON_RADIUS_M, C.BEACON_HEIGHT_M) for xy in layout.markers]
+                self._blobs[i] = [blob_shadow(xy, r, h, room) for xy, r, h in casters[:SHADOW_SLOTS]]
+            blobs = [box for box, _ in self._blobs[i]]
+            placed = ((rx.distractor_bodies, room.distractors), (rx.room_wall_bodies, room.room_walls),
+                      (rx.shadow_bodies, blobs))  # fmt: skip
+            for bodies, boxes in placed:
+                for body, box in zip(bodies, boxes, strict=False):
+                    d.mocap_pos[body] = box.pos
+                    d.mocap_quat[body] = [math.cos(box.yaw / 2), 0.0, 0.0, math.sin(box.yaw / 2)]
 
     def _apply_dynamics(self, i: int) -> None:
         """Scale env i's model from the nominal values (no change when no scales were set)."""
@@ -272,6 +364,60 @@ class MujocoBackend(SimBackend):
         m.actuator_gainprm[ix.actuators, 0] = nom["actuator_gainprm"][ix.actuators, 0] * motor  # kv
         m.actuator_biasprm[ix.actuators, 2] = nom["actuator_biasprm"][ix.actuators, 2] * motor  # -kv
         m.actuator_forcerange[ix.actuators] = nom["actuator_forcerange"][ix.actuators] * motor
+        radius = 1.0 if self._scales.wheel_radius is None else self._scales.wheel_radius[i]  # (2,) or 1
+        m.geom_size[ix.wheel_geoms, 0] = nom["geom_size"][ix.wheel_geoms, 0] * radius
+
+    def _mount_camera(self, i: int) -> None:
+        """Env i's camera pose and light direction: the drawing's, or its room's (both are kinematics, so
+        they live in the env's own model, which its MjData is computed from)."""
+        if not self._dressed:
+            return
+        m, ix, room = self._models[i], self._ix, self._rooms[i]
+        cam, light = ix.camera, ix.room.light
+        m.light_dir[light] = ix.room.light_dir if room is None else room.light_dir
+        if cam < 0:
+            return
+        m.cam_pos[cam] = self._model.cam_pos[cam] + (0.0 if room is None else room.camera_offset_m)
+        quat = self._model.cam_quat[cam].copy()
+        if room is not None:
+            turn = np.empty(4)
+            mujoco.mju_euler2Quat(turn, room.camera_rpy_rad, "xyz")  # about the camera's own axes
+            mujoco.mju_mulQuat(quat, self._model.cam_quat[cam], turn)
+        m.cam_quat[cam] = quat
+
+    def _dress(self, i: int) -> None:
+        """Give the shared render model env i's room (colours, sizes, materials, light), or the sim's look."""
+        if not self._dressed:
+            return
+        m, rx, room = self._model, self._ix.room, self._rooms[i]
+        for name, value in rx.visual.items():
+            getattr(m, name)[:] = value
+        if room is None:
+            return
+        m.light_diffuse[rx.light] = room.light_diffuse
+        m.light_ambient[rx.light] = room.light_ambient
+        m.light_castshadow[rx.light] = room.shadows == "mapped"
+        if room.floor is not None:
+            mat = rx.floor_materials[room.floor.texture]
+            m.geom_matid[rx.floor] = mat
+            m.mat_rgba[mat, :3] = room.floor.rgb
+        if room.wall_rgb is not None:
+            m.geom_rgba[rx.walls, :3] = room.wall_rgb
+        if room.obstacle_rgb is not None:
+            m.geom_rgba[rx.obstacles, :3] = room.obstacle_rgb
+        for colour, rgb in room.marker_rgb.items():
+            m.geom_rgba[rx.markers[colour], :3] = rgb
+        for geoms, boxes in ((rx.distractors, room.distractors), (rx.room_walls, room.room_walls)):
+            for geom, box in zip(geoms, boxes, strict=False):
+                _size_box(m, geom, box)
+        for geom, (box, opacity) in zip(rx.shadows, self._blobs[i], strict=False):
+            _size_box(m, geom, box)
+            m.geom_rgba[geom, 3] = opacity
+
+
+def _size_box(m: mujoco.MjModel, geom: int, box: Box) -> None:
+    m.geom_size[geom] = box.half
+    m.geom_rgba[geom] = [*box.rgb, 1.0]
 
 
 def _load_triton_first() -> None:

@@ -25,6 +25,9 @@ from pydantic import Field, model_validator
 from scipy.ndimage import gaussian_filter
 
 from policies.config import Config
+from sim.camera_effects import CameraEffects, LensConfig, LensDraw, Remap
+from sim.config import PROJECT_ROOT
+from sim.motor_model import ActuatorParams
 from sim.robot_interface import (
     IMU_CHANNELS,
     AppliedAction,
@@ -35,6 +38,8 @@ from sim.robot_interface import (
     clip_actions,
     env_indices,
 )
+from sim.robots.diffbot import constants as C
+from sim.room_appearance import RoomConfig, RoomDraw, RoomSampler
 from sim.stamped_ring import StampedRing
 
 
@@ -61,6 +66,12 @@ class ImuProxyConfig(Config):
     gyro_bias_std: float = Field(0.005, ge=0)  # initial bias per episode, rad/s
     accel_bias_walk: float = Field(0.005, ge=0)  # bias random walk, m/s^2 per sqrt(s)
     gyro_bias_walk: float = Field(0.0005, ge=0)  # bias random walk, rad/s per sqrt(s)
+    # Mounting misalignment per episode, uniform in [-a, a] about each axis, rad: a board screwed to a chassis
+    # sits within ~1-2 deg of the drawing (and MEMS die-to-package alignment adds ~1 deg, MPU-6050 datasheet).
+    misalignment_rad: float = Field(0.0, ge=0, le=0.2)
+    # Scale-factor error per axis and episode, uniform in [-e, e], relative: MPU-6050 datasheet, "sensitivity
+    # scale factor tolerance" +-3% (gyro and accelerometer).
+    scale_error: float = Field(0.0, ge=0, le=0.2)
 
 
 class OdometryProxyConfig(Config):
@@ -78,19 +89,41 @@ class DynamicsConfig(Config):
     motor_scale: tuple[float, float] = (0.8, 1.2)  # wheel motor gain and torque limit, 1
     action_latency_s: float = Field(0.03, ge=0)  # delay from send_action to execution, s
     action_jitter_s: float = Field(0.01, ge=0)  # extra delay per action, uniform in [0, jitter], s
+    # Wheel motors (`sim.motor_model`), drawn per episode, each uniform in [low, high]; off at the defaults.
+    motor_lag_s: tuple[float, float] = (0.0, 0.0)  # first-order time constant of the wheel speed, s
+    deadband_radps: tuple[float, float] = (0.0, 0.0)  # wheel commands below this do not turn it, rad/s
+    battery_voltage: tuple[float, float] = (1.0, 1.0)  # at the episode's start, relative to nominal
+    battery_sag_per_s: tuple[float, float] = (0.0, 0.0)  # voltage lost per second, relative
+    # Wheel radius against the nominal the base controller and odometry assume, relative: both wheels scaled
+    # by one draw, then each by its own in [-mismatch, mismatch] (UMBmark's unequal wheel diameters).
+    wheel_radius_scale: tuple[float, float] = (1.0, 1.0)
+    wheel_radius_mismatch: float = Field(0.0, ge=0, le=0.1)
 
     @model_validator(mode="after")
     def _ranges(self) -> DynamicsConfig:
-        for name in ("mass_scale", "friction_scale", "motor_scale"):
+        for name in ("mass_scale", "friction_scale", "motor_scale", "wheel_radius_scale", "battery_voltage"):
             low, high = getattr(self, name)
             if not 0 < low <= high:
                 raise ValueError(f"{name} = {(low, high)}: need 0 < low <= high")
+        for name in ("motor_lag_s", "deadband_radps", "battery_sag_per_s"):
+            low, high = getattr(self, name)
+            if not 0 <= low <= high:
+                raise ValueError(f"{name} = {(low, high)}: need 0 <= low <= high")
+        if self.battery_voltage[1] > 1.5:
+            raise ValueError(f"battery_voltage = {self.battery_voltage}: need high <= 1.5 (relative)")
         return self
 
     @property
     def randomised(self) -> bool:
         """True unless every scale range is [1, 1]."""
-        return any(getattr(self, n) != (1.0, 1.0) for n in ("mass_scale", "friction_scale", "motor_scale"))
+        ones = ("mass_scale", "friction_scale", "motor_scale", "wheel_radius_scale")
+        return any(getattr(self, n) != (1.0, 1.0) for n in ones) or self.wheel_radius_mismatch > 0
+
+    @property
+    def motors(self) -> bool:
+        """True when the wheel motors are not ideal servos."""
+        return (self.motor_lag_s[1] > 0 or self.deadband_radps[1] > 0 or self.battery_voltage != (1.0, 1.0)
+                or self.battery_sag_per_s[1] > 0)  # fmt: skip
 
 
 class ProxyConfig(Config):
@@ -100,6 +133,10 @@ class ProxyConfig(Config):
     imu: ImuProxyConfig = Field(default_factory=ImuProxyConfig)
     odometry: OdometryProxyConfig = Field(default_factory=OdometryProxyConfig)
     dynamics: DynamicsConfig = Field(default_factory=DynamicsConfig)
+    lens: LensConfig = Field(default_factory=LensConfig)  # the camera's own effects (sim.camera_effects)
+    room: RoomConfig = Field(
+        default_factory=RoomConfig
+    )  # the real room around the arena (sim.room_appearance)
 
 
 class RealRobotProxy(RobotInterface):
@@ -130,6 +167,22 @@ class RealRobotProxy(RobotInterface):
         self._exec_skill = np.full(n, spec.contract.safe_skill_id, dtype=np.int64)
         self._exec_params = np.tile(defaults, (n, 1))
         self._scales = {k: np.ones(n) for k in ("mass", "friction", "motor")}
+        self._wheel_radius = np.ones((n, 2))
+        self._imu_mount = np.tile(np.eye(3), (n, 1, 1))  # (N, 3, 3) IMU frame from the body frame
+        self._imu_scale = np.ones((n, len(IMU_CHANNELS)))  # (N, 6) scale factor per channel
+        self._motors = {k: np.zeros(n) for k in ("lag_s", "deadband_radps", "voltage", "sag_per_s")}
+        self._motors["voltage"][:] = 1.0
+        self._rooms: list[RoomDraw | None] = [None] * n
+        self._room = RoomSampler(cfg.room, PROJECT_ROOT, C.MARKER_COLOURS) if cfg.room.active else None
+        self._lens: CameraEffects | None = None
+        if spec.image_shape is not None:
+            h, w = spec.image_shape[:2]
+            hfov = 2 * np.arctan(np.tan(np.radians(C.CAMERA_FOVY_DEG) / 2) * w / h)
+            lens = CameraEffects(cfg.lens, h, w, hfov)
+            self._lens = lens if lens.active else None
+        self._lens_draws: list[tuple[LensDraw, Remap | None]] = []  # per env, drawn again at each reset
+        if self._lens is not None:  # frames of an env not reset yet pass through some camera too
+            self._lens_draws = [(d, self._lens.remap(d)) for d in (self._lens.draw(r) for r in self._rngs)]
         self._last: Observation | None = None
 
     @property
@@ -157,6 +210,7 @@ class RealRobotProxy(RobotInterface):
             self._bias[i] = bias_std * rng.standard_normal(len(IMU_CHANNELS))
             for name, (low, high) in self._scale_ranges().items():
                 self._scales[name][i] = rng.uniform(low, high)
+            self._draw_gap(i, rng)
             self._frames[i].clear()
             self._actions[i].clear()
             self._seen[i] = self._due[i] = -np.inf
@@ -164,8 +218,16 @@ class RealRobotProxy(RobotInterface):
         self._odom.clear(idx)
         self._exec_skill[idx] = self.spec.contract.safe_skill_id
         self._exec_params[idx] = self.spec.contract.layout.defaults
-        if self.cfg.dynamics.randomised:
-            self.robot.set_dynamics(DynamicsScales(**{k: v.copy() for k, v in self._scales.items()}))
+        dyn = self.cfg.dynamics
+        if dyn.randomised:
+            radius = self._wheel_radius.copy() if dyn.wheel_radius_scale != (1.0, 1.0) or \
+                dyn.wheel_radius_mismatch > 0 else None  # fmt: skip
+            scales = {k: v.copy() for k, v in self._scales.items()}
+            self.robot.set_dynamics(DynamicsScales(**scales, wheel_radius=radius))
+        if dyn.motors:
+            self.robot.set_actuators(ActuatorParams(**{k: v.copy() for k, v in self._motors.items()}))
+        if self._room is not None:
+            self.robot.set_appearance(list(self._rooms))
         obs = self.robot.reset(seed=seed, envs=idx)
         self._ingest(obs, reset=np.isin(np.arange(self.spec.num_envs), idx))
         return self._deliver(obs)
@@ -195,6 +257,28 @@ class RealRobotProxy(RobotInterface):
         self._ingest(obs, reset=np.zeros(self.spec.num_envs, dtype=bool))
         return self._deliver(obs)
 
+    def _draw_gap(self, i: int, rng: np.random.Generator) -> None:
+        """Env i's episode of the gap factors that are on: motors, wheels, IMU mount, camera and room. Each
+        draws from `rng` only when on, so switching one on leaves the others' draws as they were."""
+        dyn, imu = self.cfg.dynamics, self.cfg.imu
+        if dyn.motors:
+            self._motors["lag_s"][i] = rng.uniform(*dyn.motor_lag_s)
+            self._motors["deadband_radps"][i] = rng.uniform(*dyn.deadband_radps)
+            self._motors["voltage"][i] = rng.uniform(*dyn.battery_voltage)
+            self._motors["sag_per_s"][i] = rng.uniform(*dyn.battery_sag_per_s)
+        if dyn.wheel_radius_scale != (1.0, 1.0) or dyn.wheel_radius_mismatch > 0:
+            mismatch = rng.uniform(-dyn.wheel_radius_mismatch, dyn.wheel_radius_mismatch, 2)
+            self._wheel_radius[i] = rng.uniform(*dyn.wheel_radius_scale) * (1.0 + mismatch)
+        if imu.misalignment_rad > 0:
+            self._imu_mount[i] = _rotation(rng.uniform(-imu.misalignment_rad, imu.misalignment_rad, 3))
+        if imu.scale_error > 0:
+            self._imu_scale[i] = 1.0 + rng.uniform(-imu.scale_error, imu.scale_error, len(IMU_CHANNELS))
+        if self._lens is not None:
+            draw = self._lens.draw(rng)
+            self._lens_draws[i] = (draw, self._lens.remap(draw))
+        if self._room is not None:
+            self._rooms[i] = self._room.draw(rng)
+
     def _scale_ranges(self) -> dict[str, tuple[float, float]]:
         d = self.cfg.dynamics
         return {"mass": d.mass_scale, "friction": d.friction_scale, "motor": d.motor_scale}
@@ -208,7 +292,7 @@ class RealRobotProxy(RobotInterface):
             now = obs.time_s[i] if reset[i] else None
             if obs.image is not None and obs.image_stamp_s[i] > self._seen[i, 0]:
                 self._seen[i, 0] = obs.image_stamp_s[i]
-                self._ingest_frame(i, obs.image_stamp_s[i], obs.image[i], now)
+                self._ingest_frame(i, obs.image_stamp_s[i], obs.image[i], now, _yaw_rate_at(obs, i))
             new = obs.imu_stamps_s[i] > self._seen[i, 1]
             if new.any():
                 self._seen[i, 1] = obs.imu_stamps_s[i, -1]
@@ -219,7 +303,9 @@ class RealRobotProxy(RobotInterface):
                 due = self._due_times(i, 2, np.array([stamp]), odom.latency_s, odom.jitter_s, now)
                 self._odom.extend(np.array([i]), np.array([stamp]), obs.proprio[i][None, None], due)
 
-    def _ingest_frame(self, i: int, stamp: float, image: np.ndarray, now: float | None) -> None:
+    def _ingest_frame(
+        self, i: int, stamp: float, image: np.ndarray, now: float | None, yaw_rate: float
+    ) -> None:
         cam, rng = self.cfg.camera, self._rngs[i]
         first = now is not None  # the frame a reset returns is never lost
         if not first and rng.random() < cam.drop_prob:
@@ -227,7 +313,7 @@ class RealRobotProxy(RobotInterface):
         if not first and rng.random() < cam.hold_prob:
             image = self._last_captured[i]
         else:
-            image = self._degrade(image, rng)
+            image = self._degrade(i, image, rng, yaw_rate)
             self._last_captured[i] = image
         due = self._due_times(i, 0, np.array([stamp]), cam.latency_s, cam.jitter_s, now)[0]
         self._frames[i].append((stamp, due, image))
@@ -241,6 +327,10 @@ class RealRobotProxy(RobotInterface):
         steps = walk * np.sqrt(dt) * rng.standard_normal(values.shape)  # (S, 6)
         bias = self._bias[i] + np.cumsum(steps, axis=0)  # (S, 6) bias at each sample
         self._bias[i] = bias[-1]
+        mount = self._imu_mount[i]  # (3, 3): accelerometer and gyro share the board
+        values = (
+            np.concatenate([values[:, :3] @ mount.T, values[:, 3:] @ mount.T], axis=1) * self._imu_scale[i]
+        )
         noisy = values + bias + noise * rng.standard_normal(values.shape)
         due = self._due_times(i, 1, stamps, imu.latency_s, imu.jitter_s, now)
         self._imu.extend(np.array([i]), stamps, noisy[None], due)
@@ -261,16 +351,24 @@ class RealRobotProxy(RobotInterface):
         self._due[i, stream] = due[-1]
         return due
 
-    def _degrade(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Exposure gain, blur and pixel noise on one (H, W, 3) uint8 frame; identity when all are 0."""
-        cam = self.cfg.camera
-        if cam.exposure_std == 0 and cam.blur_sigma_px == 0 and cam.noise_std == 0:
+    def _degrade(self, i: int, image: np.ndarray, rng: np.random.Generator, yaw_rate: float) -> np.ndarray:
+        """One (H, W, 3) uint8 frame through the camera: the lens's optics (`sim.camera_effects`, when on),
+        then exposure gain, blur and pixel noise, then its processing (white balance, JPEG); identity when
+        all are off."""
+        cam, lens = self.cfg.camera, self._lens
+        if cam.exposure_std == 0 and cam.blur_sigma_px == 0 and cam.noise_std == 0 and lens is None:
             return image.copy()
-        out = image.astype(np.float32) * np.exp(cam.exposure_std * rng.standard_normal())
+        out = image.astype(np.float32)
+        if lens is not None:
+            draw, remap = self._lens_draws[i]
+            out = lens.optics(out, draw, remap, yaw_rate)
+        out *= np.exp(cam.exposure_std * rng.standard_normal())
         if cam.blur_sigma_px > 0:
             out = gaussian_filter(out, sigma=(cam.blur_sigma_px, cam.blur_sigma_px, 0))
         if cam.noise_std > 0:
             out += cam.noise_std * rng.standard_normal(out.shape).astype(np.float32)
+        if lens is not None:
+            return lens.processing(out, draw)
         return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
     def _deliver(self, obs: Observation) -> Observation:
@@ -295,3 +393,19 @@ class RealRobotProxy(RobotInterface):
             imu_arrival_s=imu_arrival,
         )
         return self._last
+
+
+def _yaw_rate_at(obs: Observation, i: int) -> float:
+    """Env i's gyro z at its newest frame's capture (the newest IMU sample not after it), rad/s."""
+    stamps = obs.imu_stamps_s[i]
+    k = max(0, int(np.searchsorted(stamps, obs.image_stamp_s[i], side="right")) - 1)
+    return float(obs.imu[i, k, 5])
+
+
+def _rotation(rpy: np.ndarray) -> np.ndarray:
+    """Rotation matrix (3, 3) of roll, pitch, yaw (3,) rad, applied in x, y, z order."""
+    (cr, cp, cy), (sr, sp, sy) = np.cos(rpy), np.sin(rpy)
+    rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+    ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
+    rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
+    return rz @ ry @ rx

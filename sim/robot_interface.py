@@ -20,10 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from policies.skill_contract import SkillContract
+
+if TYPE_CHECKING:  # the robot interface imports no implementation
+    from sim.motor_model import ActuatorParams
+    from sim.room_appearance import RoomDraw
 
 IMU_CHANNELS = ("accel_x", "accel_y", "accel_z", "gyro_x", "gyro_y", "gyro_z")  # m/s^2 (x3), rad/s (x3)
 
@@ -120,6 +125,7 @@ class DynamicsScales:
     mass: np.ndarray  # every body mass and inertia
     friction: np.ndarray  # sliding friction of the wheels
     motor: np.ndarray  # wheel motor gain and torque limit
+    wheel_radius: np.ndarray | None = None  # (N, 2) left, right wheel radius; None = nominal
 
 
 @dataclass(frozen=True)
@@ -252,6 +258,16 @@ class RobotInterface(ABC):
     def set_dynamics(self, scales: DynamicsScales) -> None:
         """Scale the dynamics of every env from its next reset on; only simulators can."""
         raise NotImplementedError(f"{type(self).__name__} cannot change its dynamics")
+
+    def set_actuators(self, params: ActuatorParams) -> None:
+        """Put real motors (lag, deadband, battery) between the wheel targets and the wheels of every env from
+        its next reset on (`sim.motor_model`); only simulators can."""
+        raise NotImplementedError(f"{type(self).__name__} cannot model its motors")
+
+    def set_appearance(self, rooms: Sequence[RoomDraw | None]) -> None:
+        """Render each env in its room from its next reset on (`sim.room_appearance`; None = the sim's own
+        look); only simulators that render can."""
+        raise NotImplementedError(f"{type(self).__name__} cannot render a room appearance")
 
     def __enter__(self) -> RobotInterface:
         self.connect()

@@ -15,6 +15,7 @@ import numpy as np
 from policies.skill_contract import SkillContract
 from sim.config import SimConfig
 from sim.marker_task import Layout, MarkerTask
+from sim.motor_model import ActuatorParams, MotorModel
 from sim.robot_interface import (
     IMU_CHANNELS,
     AppliedAction,
@@ -76,6 +77,7 @@ class SimBackend(RobotInterface):
         self._skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
         self._pending: AppliedAction | None = None  # the last send_action, applied by the next step
         self._has_pending = np.zeros(n, dtype=bool)  # False for envs reset since then
+        self._motors: MotorModel | None = None  # real motors between wheel targets and wheels, once set
 
     @property
     def spec(self) -> RobotSpec:
@@ -105,6 +107,8 @@ class SimBackend(RobotInterface):
         layouts = [self.task.sample_layout(self._rngs[i]) for i in idx]
         self._imu.clear(idx)
         self._base.reset(idx)
+        if self._motors is not None:
+            self._motors.reset(idx)
         self._start_episodes(idx, layouts)
         self._odom[idx] = 0.0
         self._skill[idx] = self.contract.safe_skill_id
@@ -129,9 +133,18 @@ class SimBackend(RobotInterface):
             self._has_pending[:] = False
         setpoints = self._base.profile(self.cfg.rates.substeps, self._dt)  # (N, S, 2) v, w
         wheels = BaseController.wheel_speeds(setpoints)  # (N, S, 2) left, right
+        if self._motors is not None:
+            wheels = self._motors.apply(wheels, self._dt)
         bumped, nan = self._simulate(active, wheels)
         self.task.update(self._kin[:, :3], self._skill, bumped, nan, active)
         return self.observation()
+
+    def set_actuators(self, params: ActuatorParams) -> None:
+        params.check(self.cfg.num_envs)
+        speed = self._motors.speed if self._motors is not None else np.zeros((self.cfg.num_envs, 2))
+        elapsed = self._motors.elapsed_s if self._motors is not None else np.zeros(self.cfg.num_envs)
+        self._motors = MotorModel(params)
+        self._motors.speed, self._motors.elapsed_s = speed, elapsed  # envs not reset keep their motors' state
 
     def observation(self) -> Observation:
         self._require_connected()

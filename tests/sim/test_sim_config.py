@@ -9,13 +9,15 @@ import pytest
 from policies.config import ConfigError
 from sim.config import PROJECT_ROOT, RatesConfig, SimConfig
 from sim.real_robot_proxy import ProxyConfig
+from sim.room_appearance import MaterialSet
 
 CONFIGS = sorted((PROJECT_ROOT / "sim" / "configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_shipped_configs_load(path: Path) -> None:
-    cls = ProxyConfig if path.stem == "proxy" else SimConfig
+    kinds = {"proxy": ProxyConfig, "proxy_gap": ProxyConfig, "room_materials": MaterialSet}
+    cls = kinds.get(path.stem, SimConfig)
     cfg = cls.from_yaml(path)
     if cls is SimConfig:
         assert cfg.contract.is_file()

@@ -1,4 +1,4 @@
-"""`agent bench encoder|graph|replay|messages|learner`: figures (a table, or JSON with --json).
+"""`agent bench encoder|graph|replay|messages|learner|proxy`: figures (a table, or JSON with --json).
 
 - encoder: batch-1 latency of the deployed student per backend;
 - graph: the whole ROS 2 graph on the MuJoCo default in real time (`agent run` without the display) for a
@@ -6,7 +6,8 @@
   messages, and the host's steal time (on a virtual machine: how many missed cycles the host caused);
 - replay: offline replay throughput against the encoder's own batched throughput (`opd.replay_bench`);
 - messages: the state embedding's wire size and per-hop cost by message layout (`agent.message_bench`);
-- learner: seconds per learner update with the encoder in float32 and in bfloat16 (`opd.learner_bench`).
+- learner: seconds per learner update with the encoder in float32 and in bfloat16 (`opd.learner_bench`);
+- proxy: wall time per camera frame of the bare sim, today's proxy and a gap proxy (`sim.proxy_views`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ TARGETS = {"onnxruntime_p99_ms": 12.0, "onnxruntime_speedup_vs_torch": 2.0, "ten
 # The graph on a 2-core CPU, ONNX Runtime at 128x128, over 5 minutes (issue 4).
 GRAPH_TARGETS = {"latency_p99_ms": 40.0, "control_rate_hz": 20.0, "missed_cycles": 0}
 GRAPH_WARMUP_S = 5.0  # not counted: first inferences, DDS discovery, caches
+PROXY_TARGET = 1.3  # a gap proxy's cost per frame against today's proxy's, at most (issue 53)
 
 
 def image_size(text: str) -> tuple[int, int]:
@@ -82,6 +84,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m = sub.add_parser("messages", help="state embedding: bytes and cost per hop by message layout")
     m.add_argument("--iters", type=at_least(1), default=2000, help="hops timed per layout")
     m.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    px = sub.add_parser("proxy", help="cost per camera frame: the sim, today's proxy, a gap proxy")
+    px.add_argument("--proxy-config", type=Path, default=Path("sim/configs/proxy_gap.yaml"),
+                    help="the gap proxy to time against sim/configs/proxy.yaml")  # fmt: skip
+    px.add_argument(
+        "--sim-config", type=Path, default=Path("sim/configs/mujoco.yaml"), help="sim config YAML"
+    )
+    px.add_argument("--envs", type=at_least(1), default=4, help="envs stepped together")
+    px.add_argument("--steps", type=at_least(1), default=100, help="control steps per round")
+    px.add_argument("--rounds", type=at_least(1), default=5, help="rounds timed; the figures are medians")
+    px.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     lb = sub.add_parser("learner", help="seconds per learner update, encoder in float32 and in bfloat16")
     lb.add_argument("--config", type=Path, help="student training config whose learner is timed "
                     "(default opd/configs/student_transfer_wide.yaml)")  # fmt: skip
@@ -94,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     runners = {"graph": run_graph, "encoder": run_encoder, "replay": run_replay, "messages": run_messages,
-               "learner": run_learner}  # fmt: skip
+               "learner": run_learner, "proxy": run_proxy}  # fmt: skip
     return runners[args.what](args)
 
 
@@ -113,6 +125,54 @@ def run_learner(args: argparse.Namespace) -> int:
     print(f"fp32 {s['fp32'] * 1e3:.0f} ms/update, bf16 {s['bf16'] * 1e3:.0f} ms/update: "
           f"bf16 costs {result['bf16_vs_fp32']:.2f} of fp32 (median of {args.rounds} rounds)")  # fmt: skip
     return 0
+
+
+def run_proxy(args: argparse.Namespace) -> int:
+    import platform
+
+    from agent.host_steal import read_steal_s
+    from sim.config import SimConfig, from_root
+    from sim.proxy_views import frame_cost
+    from sim.real_robot_proxy import ProxyConfig
+
+    sim_cfg = SimConfig.from_yaml(from_root(args.sim_config)).model_copy(update={"num_envs": args.envs})
+    if not sim_cfg.camera.enabled:
+        raise ValueError(f"--sim-config {args.sim_config}: the camera is off; there is no frame to time")
+    proxies = {"proxy": ProxyConfig.from_yaml(from_root("sim/configs/proxy.yaml")),
+               "gap": ProxyConfig.from_yaml(from_root(args.proxy_config)), "sim": None}  # fmt: skip
+    steal0, t0 = read_steal_s(), time.monotonic()
+    figures = frame_cost(sim_cfg, proxies, args.steps, args.rounds)
+    steal1 = read_steal_s()
+    result = {
+        "cpu": _cpu_model() or platform.processor(), "envs": args.envs,
+        "image_hw": [sim_cfg.camera.height, sim_cfg.camera.width], "gap_config": str(args.proxy_config),
+        "frames": figures, "gap_vs_proxy": figures["gap"]["vs_proxy"],
+        "steal_share": None if steal0 is None else round((steal1 - steal0) / (time.monotonic() - t0), 4),
+        "target_gap_vs_proxy": PROXY_TARGET,
+    }  # fmt: skip
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    size = f"{sim_cfg.camera.width}x{sim_cfg.camera.height} px"
+    print(f"{result['cpu']}, {args.envs} envs at {size}, medians of {args.rounds} rounds of {args.steps} "
+          f"steps; host steal {result['steal_share']} of a core")  # fmt: skip
+    for name, f in figures.items():
+        print(f"{name:6s} {f['ms_per_frame']:7.2f} ms/frame  x{f['vs_proxy']:.2f} of today's proxy")
+    verdict = "met" if result["gap_vs_proxy"] <= PROXY_TARGET else "missed"
+    ratio = result["gap_vs_proxy"]
+    print(f"gap proxy: x{ratio:.2f} of today's proxy per frame (target <= {PROXY_TARGET}): {verdict}")
+    return 0
+
+
+def _cpu_model() -> str | None:
+    """The CPU's model name (Linux), which every timing figure is reported with."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def run_messages(args: argparse.Namespace) -> int:
