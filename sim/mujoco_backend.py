@@ -143,7 +143,8 @@ class RoomIndex:
         self.shadow_bodies = np.array(
             [model.body_mocapid[find("body", f"shadow_{k}")] for k in range(SHADOW_SLOTS)]
         )
-        self.floor_materials = {t: find("material", f"room_floor_{t}") for t in FLOOR_TEXTURES}
+        self.floor_materials = {t: find("material", "floor" if t == "checker" else f"room_floor_{t}")
+                                for t in FLOOR_TEXTURES}  # fmt: skip
         self.visual = {  # what a room changes on the shared render model, to restore for an env without one
             "geom_rgba": model.geom_rgba.copy(), "geom_size": model.geom_size.copy(),
             "geom_matid": model.geom_matid.copy(), "mat_rgba": model.mat_rgba.copy(),

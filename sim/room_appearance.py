@@ -27,7 +27,9 @@ from pydantic import Field, model_validator
 from policies.config import Config, ConfigError
 from sim.robots.diffbot import constants as C
 
-FLOOR_TEXTURES = ("plain", "speckle", "tiles", "grain")  # arena.xml materials `room_floor_<texture>`
+# arena.xml materials `room_floor_<texture>`; "checker" is the sim's own floor (material `floor`), for domain
+# randomisation of the sim's own look (sim/configs/sim_dr_materials.yaml).
+FLOOR_TEXTURES = ("plain", "speckle", "tiles", "grain", "checker")
 
 
 class RoomMaterial(Config):

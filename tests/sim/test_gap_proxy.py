@@ -204,3 +204,32 @@ def test_envs_reset_one_at_a_time_pass_the_gap_camera() -> None:
         for i in range(3):
             obs = robot.reset(seed=10 + i, envs=[i])
         assert obs.image.shape == (3, 32, 64, 3)
+
+
+def test_domain_randomisation_never_draws_a_real_room_surface() -> None:
+    """sim_only_dr trains under proxy_dr.yaml: no surface it renders is one the gap proxy's room brings."""
+    from sim.room_appearance import MaterialSet
+
+    dr = ProxyConfig.from_yaml(from_root("sim/configs/proxy_dr.yaml"))
+    sim_set = MaterialSet.load(from_root(dr.room.materials))
+    room_set = MaterialSet.load(from_root(PRESET.room.materials))
+    assert {m.texture for m in sim_set.floors} == {"checker"}
+    assert "checker" not in {m.texture for m in room_set.floors}
+
+    def grey_range(materials: list) -> tuple[float, float]:
+        assert all(max(m.rgb) - min(m.rgb) <= 0.13 for m in materials)  # greys, at most a slight tint
+        return min(min(m.rgb) for m in materials), max(max(m.rgb) for m in materials)
+
+    for role in ("walls", "obstacles"):
+        low, high = grey_range(getattr(sim_set, role))
+        for m in getattr(room_set, role):  # a real-room surface is no DR grey: outside its range, or coloured
+            assert (
+                not (low - 0.02 <= min(m.rgb) and max(m.rgb) <= high + 0.02) or max(m.rgb) - min(m.rgb) > 0.15
+            ), m
+    d = dr.room.distractors
+    assert (d.floor, d.posters, d.furniture, d.room_walls) == ((0, 0), (0, 0), (0, 0), False)
+    assert dr.lens == type(dr.lens)() and not dr.dynamics.motors and dr.room.light.shadows == "none"
+    assert (
+        dr.dynamics.friction_scale
+        == ProxyConfig.from_yaml(from_root("sim/configs/proxy.yaml")).dynamics.friction_scale
+    )
