@@ -57,25 +57,30 @@ def side_by_side(sim_cfg: SimConfig, proxy: ProxyConfig, seeds: list[int], out: 
 def frame_cost(
     sim_cfg: SimConfig, proxies: dict[str, ProxyConfig | None], steps: int, rounds: int, seed: int = 0
 ) -> dict[str, dict[str, float]]:
-    """Per name: median over `rounds` of the wall ms per camera frame of `steps` control steps (driving in
-    circles), and the ratio to the first name's. Every robot is built and warmed up first."""
+    """Per name: median over `rounds` of the wall ms per camera frame rendered over `steps` control steps
+    (driving in circles; an env whose episode ends renders no more, so frames are counted, not assumed), and
+    its ratio to the first name's. Every robot is built and warmed up first."""
     robots = {name: _robot(sim_cfg, p) for name, p in proxies.items()}
     n = sim_cfg.num_envs
     per_frame: dict[str, list[float]] = {name: [] for name in robots}
     try:
         for robot in robots.values():
             robot.connect()
-            robot.reset(seed=seed)
         contract = next(iter(robots.values())).spec.contract
         skill, params = contract.action("drive", speed=0.3, curvature=1.5)
-        frames_per_step = sim_cfg.rates.camera_hz / sim_cfg.rates.control_hz
         for _ in range(rounds + 1):  # the first round warms caches up and is not counted
             for name, robot in robots.items():
+                backend = robot.robot if isinstance(robot, RealRobotProxy) else robot
+                robot.reset(seed=seed)  # every env running: the rounds render alike
+                stamps, frames = backend.observation().image_stamp_s, 0
                 t0 = time.perf_counter()
                 for _ in range(steps):
                     robot.send_action(np.full(n, skill), np.tile(params, (n, 1)))
                     robot.step()
-                per_frame[name].append((time.perf_counter() - t0) / (steps * n * frames_per_step))
+                    new = backend.observation().image_stamp_s
+                    frames += int(np.sum(new != stamps))
+                    stamps = new
+                per_frame[name].append((time.perf_counter() - t0) / max(frames, 1))
     finally:
         for robot in robots.values():
             robot.close()

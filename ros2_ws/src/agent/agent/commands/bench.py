@@ -90,6 +90,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     px.add_argument(
         "--sim-config", type=Path, default=Path("sim/configs/mujoco.yaml"), help="sim config YAML"
     )
+    px.add_argument(
+        "--image-size",
+        type=image_size,
+        default=(128, 64),
+        metavar="N|WxH",
+        help="camera size, pixels: N (square) or WxH (default 128x64, the committed student's)",
+    )
     px.add_argument("--envs", type=at_least(1), default=4, help="envs stepped together")
     px.add_argument("--steps", type=at_least(1), default=100, help="control steps per round")
     px.add_argument("--rounds", type=at_least(1), default=5, help="rounds timed; the figures are medians")
@@ -135,7 +142,10 @@ def run_proxy(args: argparse.Namespace) -> int:
     from sim.proxy_views import frame_cost
     from sim.real_robot_proxy import ProxyConfig
 
-    sim_cfg = SimConfig.from_yaml(from_root(args.sim_config)).model_copy(update={"num_envs": args.envs})
+    sim_cfg = SimConfig.from_yaml(from_root(args.sim_config))
+    width, height = args.image_size
+    camera = sim_cfg.camera.model_copy(update={"width": width, "height": height})
+    sim_cfg = sim_cfg.model_copy(update={"num_envs": args.envs, "camera": camera})
     if not sim_cfg.camera.enabled:
         raise ValueError(f"--sim-config {args.sim_config}: the camera is off; there is no frame to time")
     proxies = {"proxy": ProxyConfig.from_yaml(from_root("sim/configs/proxy.yaml")),
