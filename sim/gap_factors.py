@@ -35,8 +35,8 @@ FACTORS: dict[str, tuple[str, ...]] = {
         "dynamics.mass_scale",
         "dynamics.motor_scale",
     ),  # fmt: skip
-    "action latency": ("dynamics.action_latency_s", "dynamics.action_jitter_s"),
-    "floor slip": ("dynamics.friction_scale",),
+    "action_latency": ("dynamics.action_latency_s", "dynamics.action_jitter_s"),
+    "floor_slip": ("dynamics.friction_scale",),
     "motors": (
         "dynamics.motor_lag_s",
         "dynamics.deadband_radps",
@@ -44,7 +44,7 @@ FACTORS: dict[str, tuple[str, ...]] = {
         "dynamics.battery_sag_per_s",
     ),  # fmt: skip
     "wheels": ("dynamics.wheel_radius_scale", "dynamics.wheel_radius_mismatch"),
-    "imu mount": ("imu.misalignment_rad", "imu.scale_error"),
+    "imu_mount": ("imu.misalignment_rad", "imu.scale_error"),
     "lens": ("lens",),
     "room": ("room",),
 }

@@ -96,6 +96,7 @@ class ModelIndex:
         self.base_qvel = int(model.jnt_dofadr[base])
         self.wheel_dofs = np.array([model.jnt_dofadr[find("joint", j)] for j in C.WHEEL_JOINTS])
         self.wheel_geoms = np.array([find("geom", j) for j in C.WHEEL_JOINTS])
+        self.caster_geoms = np.array([find("geom", c) for c in C.CASTER_GEOMS])
         self.actuators = np.array([find("actuator", a) for a in C.WHEEL_ACTUATORS])
         accel, gyro = sensor(C.IMU_ACCEL_SENSOR, 3), sensor(C.IMU_GYRO_SENSOR, 3)
         self.imu_columns = np.r_[accel, gyro]  # sensordata columns in IMU_CHANNELS order
@@ -114,6 +115,7 @@ class ModelIndex:
             "actuator_biasprm": model.actuator_biasprm.copy(),
             "actuator_forcerange": model.actuator_forcerange.copy(),
             "geom_size": model.geom_size.copy(),
+            "geom_pos": model.geom_pos.copy(),
         }
 
     @property
@@ -367,6 +369,10 @@ class MujocoBackend(SimBackend):
         m.actuator_forcerange[ix.actuators] = nom["actuator_forcerange"][ix.actuators] * motor
         radius = 1.0 if self._scales.wheel_radius is None else self._scales.wheel_radius[i]  # (2,) or 1
         m.geom_size[ix.wheel_geoms, 0] = nom["geom_size"][ix.wheel_geoms, 0] * radius
+        # The casters follow the wheels' mean radius, so the base still rests level on all four: with smaller
+        # wheels and fixed casters it sat on the casters, its wheels 1 mm off the floor, and could not drive.
+        change = np.mean(m.geom_size[ix.wheel_geoms, 0] - nom["geom_size"][ix.wheel_geoms, 0])
+        m.geom_pos[ix.caster_geoms, 2] = nom["geom_pos"][ix.caster_geoms, 2] - change
 
     def _mount_camera(self, i: int) -> None:
         """Env i's camera pose and light direction: the drawing's, or its room's (both are kinematics, so

@@ -26,6 +26,7 @@ CAMERA_FOVY_DEG = (
     75.0  # vertical field of view of the forward camera (robot.xml `fovy`; Isaac Sim sets it too)
 )
 CHASSIS_GEOM = "chassis"
+CASTER_GEOMS = ("caster_front", "caster_rear")  # they rest on the floor when the wheels do (robot.xml)
 WALL_GEOMS = ("wall_north", "wall_south", "wall_east", "wall_west")
 MARKER_RGB = {  # body and geom `marker_<colour>`, and its colour
     "red": (0.9, 0.1, 0.1),
