@@ -39,3 +39,13 @@ def test_bench_proxy_prints_its_figures_as_json() -> None:
 def test_render_refuses_a_missing_proxy_config(tmp_path: Path) -> None:
     done = agent("render", "--out", str(tmp_path / "x.png"), "--proxy-config", "sim/configs/no_such.yaml")
     assert done.returncode == 2 and "no_such.yaml" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_eval_factors_is_listed_and_refuses_an_unknown_policy(tmp_path: Path) -> None:
+    """The whole measurement is `opd.factor_costs.measure` (tests/opd/test_factor_costs.py); here, its CLI."""
+    listed = agent("eval", "--help")
+    assert listed.returncode == 0 and "factors" in listed.stdout
+    done = agent("eval", "factors", "--artifact", "sim/robots/diffbot/student", "--policies", "robot",
+                 "--out", str(tmp_path / "f"))  # fmt: skip
+    assert done.returncode == 2 and "--policies 'robot'" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "f").exists()

@@ -1,4 +1,4 @@
-"""`agent eval teacher|student|transfer`: success rate with a Wilson 95% interval over seeded episodes.
+"""`agent eval teacher|student|transfer|factors`: success rates with Wilson 95% intervals, seeded episodes.
 
 `transfer` is the sim-to-real benchmark (`opd.transfer_benchmark`): four students trained at one label
 budget, each evaluated acting alone on the real-robot proxy, and a report against the issue's targets.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import opd
 import sim
-from agent.commands import at_least
+from agent.commands import at_least, eval_factors
 
 SIM_DIR = Path(sim.__file__).parent
 DEFAULT_TEACHER = SIM_DIR / "robots" / "diffbot" / "teacher" / "teacher.pt"
@@ -32,6 +32,7 @@ OPD_CONFIGS = Path(opd.__file__).parent / "configs"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
+    eval_factors.add_parser(sub)
     t = sub.add_parser(
         "teacher", help="evaluate a trained teacher in the clean sim or on the real-robot proxy"
     )
@@ -101,6 +102,8 @@ def _skill_bias(text: str) -> tuple[str, float]:
 def run(args: argparse.Namespace) -> int:
     if args.what == "transfer":
         return run_transfer(args)
+    if args.what == "factors":
+        return eval_factors.run(args)
     from opd.evaluation import evaluate_student, evaluate_teacher, load_teacher
 
     proxy = args.proxy_config if args.proxy else None
