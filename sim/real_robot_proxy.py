@@ -116,8 +116,13 @@ class DynamicsConfig(Config):
     @property
     def randomised(self) -> bool:
         """True unless every scale range is [1, 1]."""
-        ones = ("mass_scale", "friction_scale", "motor_scale", "wheel_radius_scale")
-        return any(getattr(self, n) != (1.0, 1.0) for n in ones) or self.wheel_radius_mismatch > 0
+        ones = ("mass_scale", "friction_scale", "motor_scale")
+        return any(getattr(self, n) != (1.0, 1.0) for n in ones) or self.wheels
+
+    @property
+    def wheels(self) -> bool:
+        """True when the wheels' radii are drawn off the nominal."""
+        return self.wheel_radius_scale != (1.0, 1.0) or self.wheel_radius_mismatch > 0
 
     @property
     def motors(self) -> bool:
@@ -134,9 +139,7 @@ class ProxyConfig(Config):
     odometry: OdometryProxyConfig = Field(default_factory=OdometryProxyConfig)
     dynamics: DynamicsConfig = Field(default_factory=DynamicsConfig)
     lens: LensConfig = Field(default_factory=LensConfig)  # the camera's own effects (sim.camera_effects)
-    room: RoomConfig = Field(
-        default_factory=RoomConfig
-    )  # the real room around the arena (sim.room_appearance)
+    room: RoomConfig = Field(default_factory=RoomConfig)  # the room around the arena (sim.room_appearance)
 
 
 class RealRobotProxy(RobotInterface):
@@ -220,8 +223,7 @@ class RealRobotProxy(RobotInterface):
         self._exec_params[idx] = self.spec.contract.layout.defaults
         dyn = self.cfg.dynamics
         if dyn.randomised:
-            radius = self._wheel_radius.copy() if dyn.wheel_radius_scale != (1.0, 1.0) or \
-                dyn.wheel_radius_mismatch > 0 else None  # fmt: skip
+            radius = self._wheel_radius.copy() if dyn.wheels else None
             scales = {k: v.copy() for k, v in self._scales.items()}
             self.robot.set_dynamics(DynamicsScales(**scales, wheel_radius=radius))
         if dyn.motors:
@@ -258,15 +260,15 @@ class RealRobotProxy(RobotInterface):
         return self._deliver(obs)
 
     def _draw_gap(self, i: int, rng: np.random.Generator) -> None:
-        """Env i's episode of the gap factors that are on: motors, wheels, IMU mount, camera and room. Each
-        draws from `rng` only when on, so switching one on leaves the others' draws as they were."""
+        """Env i's episode of the gap factors that are on: motors, wheels, IMU mount, camera and room. Only
+        those that are on draw from `rng`, so a proxy without them (today's) draws exactly as before."""
         dyn, imu = self.cfg.dynamics, self.cfg.imu
         if dyn.motors:
             self._motors["lag_s"][i] = rng.uniform(*dyn.motor_lag_s)
             self._motors["deadband_radps"][i] = rng.uniform(*dyn.deadband_radps)
             self._motors["voltage"][i] = rng.uniform(*dyn.battery_voltage)
             self._motors["sag_per_s"][i] = rng.uniform(*dyn.battery_sag_per_s)
-        if dyn.wheel_radius_scale != (1.0, 1.0) or dyn.wheel_radius_mismatch > 0:
+        if dyn.wheels:
             mismatch = rng.uniform(-dyn.wheel_radius_mismatch, dyn.wheel_radius_mismatch, 2)
             self._wheel_radius[i] = rng.uniform(*dyn.wheel_radius_scale) * (1.0 + mismatch)
         if imu.misalignment_rad > 0:
