@@ -211,6 +211,32 @@ class EpisodeMetrics:
         }
 
 
+def state_width(teacher: TeacherPolicy) -> int:
+    """Dq: the width of the teacher-side state the predictor predicts (the teacher reads it and the skill
+    one-hot)."""
+    return teacher.obs_dim - teacher.contract.num_skills
+
+
+def resolve_config(cfg: OPDConfig, student: StudentConfig, teacher: TeacherPolicy) -> OPDConfig:
+    """The OPD config a learner of this student and teacher runs, its derived values filled in: the
+    predictor's widths (the student's embedding in, the teacher-side state out) and the buffer's window and
+    horizon. Resolving a resolved config changes nothing, so a run's saved config is the one it ran.
+
+    A given predictor.out_dim that is not the teacher's is refused."""
+    dq = state_width(teacher)
+    if cfg.predictor.out_dim not in (None, dq):
+        raise ValueError(
+            f"predictor.out_dim ({cfg.predictor.out_dim}) must equal the teacher's privileged state "
+            f"width ({dq})"
+        )
+    predictor = cfg.predictor.model_copy(update={"in_dim": student.encoder.embed_dim, "out_dim": dq})
+    # The buffer's windows and targets are the inputs (the predictor's and the head's) and the predictor's
+    # outputs: one definition. A window is the longer of the two inputs; each model takes its newest frames.
+    history = max(cfg.predictor.history, student.memory.frames)
+    align = cfg.align.model_copy(update={"history": history, "horizon": cfg.predictor.horizon})
+    return cfg.model_copy(update={"predictor": predictor, "align": align})
+
+
 class OnlineDistillation:
     """The OPD learner: act, process_step, update (-> losses), save/load, get_policy."""
 
@@ -226,24 +252,12 @@ class OnlineDistillation:
         self.teacher = teacher.eval().requires_grad_(False)
         self.contract = student.contract
         k, p = self.contract.num_skills, self.contract.num_params
-        self.state_dim = teacher.obs_dim - k  # the teacher reads the privileged state + the skill one-hot
+        self.state_dim = state_width(teacher)
         ec = student.cfg.encoder
-        self.predictor_cfg = cfg.predictor.model_copy(
-            update={"in_dim": ec.embed_dim, "out_dim": self.state_dim}
-        )
-        if cfg.predictor.out_dim not in (None, self.state_dim):
-            raise ValueError(
-                f"predictor.out_dim ({cfg.predictor.out_dim}) must equal the teacher's privileged state "
-                f"width ({self.state_dim})"
-            )
-        # The buffer's windows and targets are the inputs (the predictor's and the head's) and the
-        # predictor's outputs: one definition. A window is the longer of the two inputs; each model takes
-        # its newest frames.
+        resolved = resolve_config(cfg, student.cfg, teacher)
+        self.predictor_cfg = resolved.predictor
+        self.align = align = resolved.align
         self.memory_frames = student.memory_frames
-        history = max(cfg.predictor.history, self.memory_frames)
-        self.align = align = cfg.align.model_copy(
-            update={"history": history, "horizon": cfg.predictor.horizon}
-        )
         self.student = student.train()
         self.predictor = StatePredictor(self.predictor_cfg).train()
         with_novelty = cfg.switch in ("novelty", "predictor_novelty")

@@ -11,8 +11,13 @@ Methods:
 - sim_only: DAgger in the clean sim (no proxy): the student never sees the real robot's delay and noise.
 Every method gets the same label budget: one teacher label per student frame, `total_steps` decisions.
 
+The config is resolved once, before the run starts (`resolve`: the method's switch, the robot's control
+period, the buffer's window and the predictor's widths filled in), and that is what is saved beside the run
+and each checkpoint and what the learner runs: a run restarted from its saved config makes the same
+decisions.
+
 Output directory (rerunning the same command resumes from the last checkpoint):
-    config.yaml                         resolved config
+    config.yaml                         resolved config (`resolve`)
     checkpoints/step_XXXXXXXXX.pt + .yaml  learner state (weights only), config beside it
     checkpoints/store_XXXXXXXXX.npz     the learner's sample store, as of the newest checkpoint
     history.jsonl                       one line per log period: losses, intervention rate, threshold, ...
@@ -41,12 +46,13 @@ from pydantic import Field
 
 from opd.evaluation import load_teacher, training_reset_seed
 from opd.novelty import NoveltyConfig
-from opd.online_distillation import OnlineDistillation, OPDConfig, load_artifact_weights
+from opd.online_distillation import OnlineDistillation, OPDConfig, load_artifact_weights, resolve_config
 from opd.teacher_training import _stop_on_signals
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import Config
 from policies.state_predictor import PredictorConfig
 from policies.student_policy import StudentConfig, StudentPolicy
+from policies.teacher_policy import TeacherPolicy
 from policies.torch_files import load_torch
 from sim.config import SimConfig, from_root
 
@@ -84,6 +90,21 @@ class StudentTrainConfig(Config):
     opd: OPDConfig = Field(default_factory=OPDConfig)
 
 
+def resolve(cfg: StudentTrainConfig, teacher: TeacherPolicy | None = None) -> StudentTrainConfig:
+    """The config a run runs, every derived value filled in: the gate's switch (the method's, `SWITCH`:
+    the `opd.switch` a file gives is not what a method runs), the buffer's period (the robot's control
+    period, which the predictor's horizons count in), and the buffer's window and horizon and the
+    predictor's widths (`opd.online_distillation.resolve_config`). Resolving a resolved config changes
+    nothing. `teacher`: `cfg.teacher` loaded already (else it is loaded here)."""
+    student_cfg = StudentConfig.from_yaml(from_root(cfg.student_config))
+    teacher = teacher if teacher is not None else load_teacher(from_root(cfg.teacher))
+    control_hz = SimConfig.from_yaml(from_root(cfg.sim_config)).rates.control_hz
+    align = cfg.opd.align.model_copy(update={"period_s": 1.0 / control_hz})
+    opd = cfg.opd.model_copy(update={"switch": SWITCH[cfg.method], "align": align})
+    opd = resolve_config(opd, student_cfg, teacher)
+    return StudentTrainConfig.from_dict({**cfg.model_dump(), "opd": opd.model_dump()}, "resolved config")
+
+
 def make_robot_for(cfg: StudentTrainConfig, student_cfg: StudentConfig, proxy: bool) -> Any:
     """The vector robot (camera at the student's image size), behind the proxy when `proxy`."""
     from sim.gym_env import make_robot
@@ -100,18 +121,22 @@ class StudentTrainer:
     """Owns the robot and the learner; `run()` trains to `total_steps` and writes the student."""
 
     def __init__(self, cfg: StudentTrainConfig, out_dir: Path) -> None:
-        self.cfg, self.out = cfg, Path(out_dir)
+        """`cfg` as given or as saved by a run: resolved here (`resolve`), once, and run as resolved."""
+        self.out = Path(out_dir)
         (self.out / "checkpoints").mkdir(parents=True, exist_ok=True)
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(cfg.threads)
         self.student_cfg = StudentConfig.from_yaml(from_root(cfg.student_config))
         teacher = load_teacher(from_root(cfg.teacher))
+        self.cfg = cfg = resolve(cfg, teacher)
         self.robot = make_robot_for(cfg, self.student_cfg, proxy=cfg.method != "sim_only")
-        # the predictor's horizons are control periods of this robot
-        align = cfg.opd.align.model_copy(update={"period_s": self.robot.spec.control_period_s})
-        opd_cfg = cfg.opd.model_copy(update={"switch": SWITCH[cfg.method], "align": align})
+        period = self.robot.spec.control_period_s
+        if period != cfg.opd.align.period_s:  # `resolve` read the rate from the sim config
+            self.robot.close()
+            raise ValueError(f"the robot's control period ({period} s) is not the resolved config's "
+                             f"opd.align.period_s ({cfg.opd.align.period_s} s)")  # fmt: skip
         student = StudentPolicy(self.student_cfg, teacher.contract)
-        self.learner = OnlineDistillation(student, teacher, opd_cfg, cfg.num_envs, seed=cfg.seed)
+        self.learner = OnlineDistillation(student, teacher, cfg.opd, cfg.num_envs, seed=cfg.seed)
         self.episodes: deque[dict[str, Any]] = deque(maxlen=ROLLING_EPISODES)
         self.episode_count = 0
         # Finished training episodes by outcome, over the whole run: how often the executed policy (the
@@ -439,14 +464,17 @@ def store_path(ckpt_dir: Path, step: int) -> Path:
 
 
 def config_changes(old: StudentTrainConfig, new: StudentTrainConfig) -> list[str]:
-    """The settings (dotted names, "name: old -> new") two training configs differ in, `RESUMABLE` aside."""
-    a, b = (c.model_dump(mode="json", exclude=set(RESUMABLE)) for c in (old, new))
+    """The settings (dotted names, "name: old -> new") two training configs differ in once both are
+    resolved (`resolve`), `RESUMABLE` aside: a config saved before runs saved their resolved config (its
+    `opd.switch` the file's, not the method's) is the run its resolved form is."""
+    a, b = (resolve(c).model_dump(mode="json", exclude=set(RESUMABLE)) for c in (old, new))
     return [f"{k}: {x!r} -> {y!r}" for k, x, y in _differences(a, b)]
 
 
 def refuse_another_config(saved: Path, want: StudentTrainConfig) -> None:
     """A ValueError naming the settings when the training config `saved` (a checkpoint's, a run's) is not
-    `want` but for `RESUMABLE`: what was written under it is another run than the one asked for."""
+    `want` but for `RESUMABLE`, both resolved: what was written under it is another run than the one
+    asked for."""
     if changed := config_changes(StudentTrainConfig.from_yaml(saved), want):
         raise ValueError(
             f"{saved} was written under another config ({'; '.join(changed)}): use the config it was "

@@ -10,7 +10,7 @@ import torch
 import yaml
 
 from opd.evaluation import load_teacher
-from opd.student_training import StudentTrainConfig, StudentTrainer
+from opd.student_training import StudentTrainConfig, StudentTrainer, resolve
 from policies.artifact import sha256_file
 from sim.config import PROJECT_ROOT, SimConfig, from_root
 
@@ -184,7 +184,9 @@ def test_a_resume_under_another_config_or_below_its_checkpoint_is_refused(tmp_pa
     out = tmp_path / "run"
     StudentTrainer(tiny(tmp_path, total_steps=120), out).run()
     written = (out / "config.yaml").read_text()
-    with pytest.raises(ValueError, match=r"another config \(method: 'opd' -> 'dagger'; seed: 0 -> 7\)"):
+    # the method sets the gate's switch: the resolved configs differ in both
+    changed = r"\(method: 'opd' -> 'dagger'; opd.switch: 'predictor' -> 'student'; seed: 0 -> 7\)"
+    with pytest.raises(ValueError, match=changed):
         StudentTrainer(tiny(tmp_path, method="dagger", seed=7), out).run()
     with pytest.raises(ValueError, match=r"opd.distill.lr: 0.0003 -> 0.001"):
         StudentTrainer(
@@ -201,6 +203,37 @@ def test_a_resume_under_another_config_or_below_its_checkpoint_is_refused(tmp_pa
     go_on = StudentTrainer(tiny(tmp_path, log_every=120, threads=2, init_from="elsewhere"), out)
     go_on._resume()
     assert go_on.steps == 120
+
+
+def test_a_run_saves_the_config_it_ran_and_restarted_from_it_makes_the_same_decisions(tmp_path: Path) -> None:
+    """The saved config used to be the given one, derived values rewritten after it was saved: a DAgger
+    run's said `switch: predictor` (it gated with `student`) and `history: 5` (its windows were the head's
+    memory). Now it is resolved once, saved, and run as saved."""
+    memory = tmp_path / "student_memory.yaml"
+    memory.write_text(yaml.safe_dump({**TINY_STUDENT, "memory": {"frames": 8, "hidden": 16}}))
+    given = tiny(tmp_path, method="dagger", student_config=str(memory), total_steps=120)
+    assert (given.opd.switch, given.opd.align.history, given.opd.predictor.in_dim) == ("predictor", 5, None)
+    first = StudentTrainer(given, tmp_path / "first")
+    first.run()
+    saved = StudentTrainConfig.from_yaml(tmp_path / "first" / "config.yaml")
+    opd = saved.opd
+    assert opd.switch == "student" and opd.align.period_s == 0.05  # the method's switch; 20 Hz control
+    assert (opd.align.history, opd.align.horizon) == (8, opd.predictor.horizon)  # the head's 8 frames
+    assert (opd.predictor.in_dim, opd.predictor.out_dim) == (32, 25)  # embedding in, privileged state out
+    assert first.learner.cfg == opd  # what ran is what was saved ...
+    assert (first.learner.align, first.learner.predictor_cfg) == (opd.align, opd.predictor)
+    assert resolve(saved) == saved  # ... with nothing left to derive
+    checkpoint = sorted((tmp_path / "first" / "checkpoints").glob("step_*.yaml"))[-1]
+    assert StudentTrainConfig.from_yaml(checkpoint) == saved
+    again = StudentTrainer(saved, tmp_path / "again")
+    again.run()
+
+    def decisions(out: Path) -> list[dict]:
+        return [{k: v for k, v in row.items() if k != "steps_per_s"} for row in history(out)]
+
+    assert decisions(tmp_path / "again") == decisions(tmp_path / "first")
+    a, b = torch.load(tmp_path / "first" / "student.pt"), torch.load(tmp_path / "again" / "student.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_a_corrupt_checkpoint_or_store_is_one_error_naming_the_file(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from opd.evaluation import wilson_interval
-from opd.student_training import Method
+from opd.student_training import Method, StudentTrainConfig, refuse_another_config
 from opd.transfer_benchmark import (
     METHODS,
     VARIANTS,
@@ -40,6 +40,9 @@ from policies.config import ConfigError
 
 QUICK = Path(__file__).parents[2] / "opd" / "configs" / "transfer_quick.yaml"
 SHIPPED = Path(__file__).parents[2] / "sim" / "robots" / "diffbot" / "student"  # the committed artifact
+RESULTS = Path(__file__).parents[2] / "opd" / "results"  # the committed benchmarks
+# Benchmarks of a TransferConfig before `seeds` (one `seed`): this code cannot resume them at all.
+BEFORE_SEEDS = {"transfer", "transfer_view", "transfer_wide"}
 
 
 def ramp(steps: list[int], rate_until_800: float = 0.5, rate_after: float = 0.05) -> list[dict]:
@@ -425,6 +428,30 @@ def test_a_kept_result_trained_under_another_config_is_refused_not_reused(tmp_pa
     with pytest.raises(ValueError, match=r"another config \(seed: 0 -> 5\)"):
         TransferBenchmark(other, tmp_path).method("dagger")
     assert not (out / "checkpoints").exists()  # nothing was trained over it
+
+
+def test_every_committed_benchmark_run_is_the_run_its_config_asks_for() -> None:
+    """Each kept method (and sim-trained start) of a committed benchmark passes the check a resume makes.
+    Their configs were saved before runs saved the config that ran (a DAgger run's says `switch:
+    predictor`, the file's, though it gated with `student`; its `history: 5`, though its windows were the
+    head's 128 frames): both sides are compared resolved, so they still count as done."""
+    old = StudentTrainConfig.from_yaml(RESULTS / "transfer_wide_bf16" / "dagger" / "config.yaml").opd
+    assert (old.switch, old.align.history) == ("predictor", 5)  # the unresolved form is among them
+    checked = 0
+    for config in sorted(RESULTS.glob("*/config.yaml")):
+        if config.parent.name in BEFORE_SEEDS:
+            continue
+        cfg = TransferConfig.from_yaml(config)
+        for seed in cfg.seeds:
+            run = config.parent if seed == cfg.seeds[0] else config.parent / f"seed{seed}"
+            kept = {m: cfg.train(m, seed) for m in cfg.methods}
+            if cfg.pretrain is not None:
+                kept["pretrain"] = cfg.pretrain_train(seed)
+            for name, want in kept.items():
+                if (run / name / "config.yaml").is_file():
+                    refuse_another_config(run / name / "config.yaml", want)
+                    checked += 1
+    assert checked >= 50
 
 
 def test_write_report_writes_the_markdown_json_and_plots(tmp_path: Path) -> None:
