@@ -7,22 +7,31 @@ depend on the batch it is computed in).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import yaml
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from policies.artifact import MANIFEST, Artifact, sha256_file
+from policies.config import Config
 from policies.embedding_window import EmbeddingWindow
 from policies.runtime.student_runtime import StudentRuntime
 from policies.skill_contract import SkillContract
 from policies.teacher_policy import TeacherConfig, TeacherPolicy
 from policies.teacher_view import TeacherView, ViewConfig, ViewObject
 from policies.torch_files import load_torch
+from sim.config import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from sim.vector_env import DiffBotVectorEnv
 
 # Evaluation episodes use seeds EVAL_SEED + i (validation, by convention, 20000 + i). Training envs draw
 # from seed + i (+ 1000 for the demonstrations) and continue their own generators; a resumed run reseeds
@@ -39,6 +48,8 @@ def training_reset_seed(seed: int, steps: int) -> int:
 
 
 Policy = Callable[[dict, dict, np.ndarray], tuple[np.ndarray, np.ndarray]]
+# Hears each episode's end: (episodes done, successes among them), for a progress display.
+OnProgress = Callable[[int, int], None]
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -70,6 +81,54 @@ def load_teacher(path: str | Path) -> TeacherPolicy:
     return policy.eval()
 
 
+def project_path(path: str | Path) -> str:
+    """A path as a report records it: relative to the project root when inside it (the same file on every
+    checkout), else absolute."""
+    path = Path(path).resolve()
+    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
+
+
+def config_sha256(cfg: Config) -> str:
+    """SHA-256 of a resolved config's canonical JSON (every field, defaults included, keys sorted): files
+    that resolve alike (`extends:`, comments, key order) hash alike, and a changed default changes it."""
+    text = json.dumps(cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def artifact_record(artifact: Artifact) -> dict[str, str]:
+    """Which student an evaluation ran: its directory, the SHA-256 of its manifest.json (which lists every
+    file's hash, so it names this export) and of its torch weights (the same student across exports)."""
+    return {"path": project_path(artifact.root), "manifest_sha256": sha256_file(artifact.root / MANIFEST),
+            "weights_sha256": artifact.weights_hash}  # fmt: skip
+
+
+def checkpoint_record(path: str | Path) -> dict[str, str]:
+    """Which teacher an evaluation ran: its checkpoint and the checkpoint's SHA-256."""
+    return {"path": project_path(path), "sha256": sha256_file(Path(path))}
+
+
+def measured_on(envs: DiffBotVectorEnv, sim_config: object, proxy: Path | None, seed: int,
+                episodes: int) -> dict:  # fmt: skip
+    """What an evaluation measured on, for its report: the sim config and the proxy config (where each came
+    from, None for one given as an object, and the SHA-256 of the config as it ran, `config_sha256`), and
+    the seeds (episode i on first + i). A report saying only `proxy: true` read the same for any proxy."""
+    from sim.gym_env import CONFIG_DIR
+    from sim.real_robot_proxy import RealRobotProxy
+
+    def where(source: object) -> str | None:
+        return project_path(source) if isinstance(source, (str, Path)) else None
+
+    robot = envs.robot
+    return {
+        "sim_config": {"path": where(sim_config if sim_config is not None else CONFIG_DIR / "mujoco.yaml"),
+                       "sha256": config_sha256(envs.config)},
+        "proxy_config": {"path": where(proxy), "sha256": config_sha256(robot.cfg)}
+        if isinstance(robot, RealRobotProxy) else None,
+        "seeds": {"first": seed, "count": episodes},
+        "envs": envs.num_envs,
+    }  # fmt: skip
+
+
 def env_count(episodes: int, num_envs: int, seed: int) -> int:
     """Envs to run `episodes` side by side on at most `num_envs`; a clear error for counts that cannot be
     (no episode at all used to play one and then fail on its bookkeeping)."""
@@ -86,9 +145,11 @@ def evaluate_teacher(
     sim_config: str | Path | None = None,
     seed: int = EVAL_SEED,
     num_envs: int = 16,
+    on_progress: OnProgress | None = None,
 ) -> dict:
     """Run `episodes` seeded episodes with the greedy teacher, holding each decision for the teacher's
-    `action_repeat` control periods; return the report dict (see `agent eval teacher --json`)."""
+    `action_repeat` control periods; return the report dict (see `agent eval teacher --json`), with what
+    it measured on (`measured_on`). `on_progress` hears each episode's end."""
     from sim.vector_env import DiffBotVectorEnv
 
     n = env_count(episodes, num_envs, seed)
@@ -103,7 +164,9 @@ def evaluate_teacher(
             sightings.reset(started)
         return teacher.act(teacher.features(obs["privileged"], obs["skill"], memory=sightings))
 
-    return run_episodes(envs, policy, episodes, seed, proxy is not None)
+    measured = measured_on(envs, sim_config, proxy, seed, episodes)
+    report = run_episodes(envs, policy, episodes, seed, proxy is not None, on_progress=on_progress)
+    return {**report, **measured}
 
 
 def biased_student(artifact: str | Path, skill_bias: dict[str, float], out_dir: str | Path) -> Path:
@@ -112,7 +175,6 @@ def biased_student(artifact: str | Path, skill_bias: dict[str, float], out_dir: 
     the chosen skill, shift towards or away from a skill: how much a more or less eager skill would
     change. Written as a head version of the artifact (`policies.export.export_head_version`) from its
     torch weights; returns its directory."""
-    from policies.artifact import Artifact
     from policies.export import export_head_version
     from policies.runtime.torch_backend import build_module
 
@@ -311,12 +373,13 @@ def evaluate_student(
     teacher: TeacherPolicy | None = None,
     assist_range_m: float = ASSIST_RANGE_M,
     collisions: bool = False,
+    on_progress: OnProgress | None = None,
 ) -> dict:
     """The student acting alone (no teacher) for `episodes` seeded episodes, its camera at the artifact's
-    image size; the same report as `evaluate_teacher`. With `assist` (`ASSISTS`; the teacher for the
-    teacher's), the diagnostic `AssistedDriver` drives and the report says how often it overrode. With
-    `collisions` (and the teacher) the report says what each collision hit and what was chosen before it
-    (`CollisionWitness`)."""
+    image size; the same report as `evaluate_teacher`, and which student it was (`artifact_record`). With
+    `assist` (`ASSISTS`; the teacher for the teacher's), the diagnostic `AssistedDriver` drives and the
+    report says how often it overrode. With `collisions` (and the teacher) the report says what each
+    collision hit and what was chosen before it (`CollisionWitness`)."""
     from sim.config import SimConfig
     from sim.gym_env import CONFIG_DIR
     from sim.vector_env import DiffBotVectorEnv
@@ -343,7 +406,11 @@ def evaluate_student(
     if collisions:
         hz = envs.config.rates.control_hz
         driver = witness = CollisionWitness(driver, teacher, n, fields, half_fov, hz)
-    report = run_episodes(envs, driver, episodes, seed, proxy is not None, witness and witness.ended)
+    measured = {**measured_on(envs, sim_config, proxy, seed, episodes),
+                "artifact": artifact_record(runtime.artifact)}  # fmt: skip
+    report = run_episodes(envs, driver, episodes, seed, proxy is not None, witness and witness.ended,
+                          on_progress)  # fmt: skip
+    report.update(measured)
     if assisted is not None:
         report["assist"] = {"mode": assist, "share": round(assisted.assisted / max(assisted.steps, 1), 4)}
         if assist.startswith("teacher_far"):
@@ -355,10 +422,11 @@ def evaluate_student(
 
 def run_episodes(
     envs: VectorEnv, policy: Policy, episodes: int, seed: int, proxy: bool,
-    on_end: Callable[[int, str], None] | None = None,
+    on_end: Callable[[int, str], None] | None = None, on_progress: OnProgress | None = None,
 ) -> dict:  # fmt: skip
     """Seeded episodes (episode i on seed + i) on a DISABLED-autoreset vector env; the report dict.
-    `on_end(env, outcome)` hears each episode's end.
+    `on_end(env, outcome)` hears each episode's end, `on_progress(done, successes)` the count after each
+    step that ended one.
 
     `policy(obs, info, started)` returns (skill (N,), params (N, P)); `started` (N,) marks envs whose
     episode began with this observation, `info["running"]` (N,) those with an episode still running.
@@ -391,6 +459,8 @@ def run_episodes(
                 returns[i] = 0.0
                 episode_of[i] = started if started < episodes else -1
                 started += episode_of[i] >= 0
+            if on_progress is not None and ended.any():
+                on_progress(len(totals), successes)
             fresh = ended & (episode_of >= 0)
             if fresh.any():  # the others hold their ended episodes (not simulated) until all are done
                 seeds = [seed + int(e) if r else None for e, r in zip(episode_of, fresh, strict=True)]

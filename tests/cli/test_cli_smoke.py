@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from policies.artifact import sha256_file
+
 TINY = {
     "encoder": {
         "image": {"backbone": "resnet18", "height": 64, "width": 64},
@@ -142,21 +144,40 @@ def test_train_then_eval_teacher(tmp_path):
     assert f"wrote {run / 'teacher.pt'}" in out.stdout
     resolved = yaml.safe_load((run / "config.yaml").read_text())
     assert (resolved["num_envs"], resolved["total_steps"], resolved["seed"]) == (4, 128, 3)
-    for proxy in ((), ("--proxy",)):
+    other = tmp_path / "proxy.yaml"  # another proxy: the report tells it from the default one
+    other.write_text(yaml.safe_dump({"camera": {"latency_s": 0.2}}))
+    hashes = {}
+    for proxy in ((), ("--proxy",), ("--proxy-config", str(other))):  # a proxy config implies the proxy
         ev = agent("eval", "teacher", "--checkpoint", str(run / "teacher.pt"), "--episodes", "3",
                    "--envs", "3", "--json", *proxy)  # fmt: skip
         assert ev.returncode == 0, ev.stderr
+        assert len(ev.stdout.splitlines()) == 1  # the progress goes to stderr
+        assert "eval teacher: 3/3 episodes" in ev.stderr
         report = json.loads(ev.stdout)
         assert report["episodes"] == 3 and report["sim"] == "mujoco" and report["proxy"] == bool(proxy)
         lo, hi = report["ci95"]
         assert 0.0 <= lo <= report["success_rate"] <= hi <= 1.0
         assert isinstance(report["mean_return"], float)
+        # what it measured: the teacher, the configs and the seeds
+        pt = run / "teacher.pt"
+        assert report["teacher"] == {"path": str(pt), "sha256": sha256_file(pt), "chosen": "given"}
+        assert report["seeds"] == {"first": 10_000, "count": 3}
+        assert report["sim_config"]["path"] == "sim/configs/mujoco.yaml"
+        if proxy:
+            hashes[proxy[0]] = report["proxy_config"]["sha256"]
+            default = len(proxy) == 1
+            assert report["proxy_config"]["path"] == ("sim/configs/proxy.yaml" if default else str(other))
+        else:
+            assert report["proxy_config"] is None
+    assert len(set(hashes.values())) == 2
 
 
-def test_eval_teacher_defaults_to_the_committed_checkpoint():
+def test_eval_teacher_defaults_to_the_teacher_the_committed_student_was_distilled_from():
     ev = agent("eval", "teacher", "--episodes", "2", "--envs", "2")
     assert ev.returncode == 0, ev.stderr
-    assert "2 episodes on the clean sim" in ev.stdout
+    assert "2 episodes on the clean sim, seeds 10000-10001" in ev.stdout
+    distilled = "sim/robots/diffbot/teacher_view_memory_obstacles_wide/teacher.pt"
+    assert f"teacher {distilled}" in ev.stdout and "distilled from" in ev.stdout
 
 
 def test_eval_teacher_without_a_checkpoint_fails_with_one_clear_line(tmp_path):
@@ -201,6 +222,9 @@ def test_train_student_then_resume_then_eval_it(tmp_path):
     report = json.loads(ev.stdout)
     lo, hi = report["ci95"]
     assert report["episodes"] == 2 and 0.0 <= lo <= report["success_rate"] <= hi <= 1.0
+    art = report["artifact"]  # which student: its manifest's hash names this export
+    assert art["path"] == str(run / "artifact")
+    assert art["manifest_sha256"] == sha256_file(run / "artifact" / "manifest.json")
 
 
 @pytest.mark.slow

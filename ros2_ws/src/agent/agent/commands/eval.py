@@ -1,5 +1,10 @@
 """`agent eval teacher|student|transfer|factors`: success rates with Wilson 95% intervals, seeded episodes.
 
+`teacher` and `student` show their progress on stderr (stdout stays the report, one JSON line with
+--json), and the report says what it measured: the policy (checkpoint or artifact, with its hash), the sim
+and proxy configs (path and hash of the config as it ran) and the seeds. A teacher not named is the one the
+student artifact was distilled from (its manifest's `teacher`), so a student is compared with its own.
+
 `transfer` is the sim-to-real benchmark (`opd.transfer_benchmark`): four students trained at one label
 budget, each evaluated acting alone on the real-robot proxy, and a report against the issue's targets.
 """
@@ -12,11 +17,19 @@ import json
 import shlex
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
 
 import opd
 import sim
 from agent.commands import at_least, eval_factors
+
+if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not load rich's progress or torch
+    from rich.console import Console
+    from rich.progress import Progress
 
 SIM_DIR = Path(sim.__file__).parent
 DEFAULT_TEACHER = SIM_DIR / "robots" / "diffbot" / "teacher" / "teacher.pt"
@@ -28,6 +41,12 @@ ASSIST_RANGE_M = 2.0  # m
 EVAL_SEED = 10_000  # opd.evaluation.EVAL_SEED
 DEFAULT_STUDENT = SIM_DIR / "robots" / "diffbot" / "student"  # the committed OPD student artifact
 OPD_CONFIGS = Path(opd.__file__).parent / "configs"
+PLAIN_EVERY_S = 30.0  # progress off a terminal: one line at most this often, s
+PROXY_HELP = (
+    "proxy YAML; implies --proxy (default with --proxy: sim/configs/proxy.yaml); the report records its "
+    "path and the SHA-256 of the config as it ran"
+)
+TEACHER_HELP = "default: the one the student artifact was distilled from (its manifest.json's teacher)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,10 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     t.add_argument("--episodes", type=at_least(1), default=200, help="seeded episodes")
     t.add_argument("--proxy", action="store_true", help="run on the real-robot proxy (privileged state)")
-    t.add_argument("--proxy-config", type=Path, default=DEFAULT_PROXY, help="proxy YAML used with --proxy")
-    t.add_argument(
-        "--checkpoint", type=Path, default=DEFAULT_TEACHER, help="teacher.pt (teacher.yaml beside it)"
-    )
+    t.add_argument("--proxy-config", type=Path, help=PROXY_HELP)
+    which_teacher = t.add_mutually_exclusive_group()
+    committed = DEFAULT_TEACHER.relative_to(SIM_DIR.parent)
+    which_teacher.add_argument("--checkpoint", type=Path, help="teacher.pt (teacher.yaml beside it); "
+                               f"{TEACHER_HELP}, else {committed}")  # fmt: skip
+    which_teacher.add_argument("--artifact", type=Path, default=DEFAULT_STUDENT, help="the student artifact "
+                               "whose teacher is evaluated when --checkpoint is not given (default: the "
+                               "committed student)")  # fmt: skip
     t.add_argument("--json", action="store_true", help="print one JSON object")
     t.add_argument(
         "--envs", type=at_least(1), default=16, help="episodes run side by side (one backend object)"
@@ -50,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--artifact", type=Path, default=DEFAULT_STUDENT, help="artifact directory (agent export)")
     s.add_argument("--episodes", type=at_least(1), default=200, help="seeded episodes")
     s.add_argument("--proxy", action="store_true", help="run on the real-robot proxy")
-    s.add_argument("--proxy-config", type=Path, default=DEFAULT_PROXY, help="proxy YAML used with --proxy")
+    s.add_argument("--proxy-config", type=Path, help=PROXY_HELP)
     s.add_argument("--backend", default="onnxruntime", help="runtime backend (torch, onnxruntime, tensorrt)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument(
@@ -65,8 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--collisions", action="store_true", help="diagnostic: for each collision, what was hit, "
                    "whether the nearest obstacle was in the camera's view in the last 0.5 s, and the skills "
                    "the student and the teacher (on its own view, not driving) chose then")  # fmt: skip
-    s.add_argument("--teacher", type=Path, default=DEFAULT_TEACHER,
-                   help="teacher.pt for --assist teacher_* and --collisions")  # fmt: skip
+    s.add_argument("--teacher", type=Path, help="teacher.pt for --assist teacher_* and --collisions; "
+                   f"{TEACHER_HELP}")  # fmt: skip
     s.add_argument("--seed", type=at_least(0), default=EVAL_SEED, help=f"seed of the first episode (default "
                    f"{EVAL_SEED}: the held-out test seeds; e.g. 20000 for validation)")  # fmt: skip
     s.add_argument(
@@ -104,9 +127,9 @@ def run(args: argparse.Namespace) -> int:
         return run_transfer(args)
     if args.what == "factors":
         return eval_factors.run(args)
-    from opd.evaluation import evaluate_student, evaluate_teacher, load_teacher
+    from opd.evaluation import checkpoint_record, evaluate_student, evaluate_teacher, load_teacher
 
-    proxy = args.proxy_config if args.proxy else None
+    proxy = args.proxy_config or (DEFAULT_PROXY if args.proxy else None)
     if args.what == "student":
         from policies.runtime import load_student
 
@@ -117,34 +140,146 @@ def run(args: argparse.Namespace) -> int:
             scratch = tempfile.TemporaryDirectory(prefix="agent-skill-bias-")
             artifact = biased_student(artifact, dict(args.skill_bias), Path(scratch.name) / "student")
         runtime = load_student(artifact, backend=args.backend)
-        teacher = load_teacher(args.teacher) if args.assist or args.collisions else None
-        report = evaluate_student(runtime, args.episodes, proxy=proxy, num_envs=args.envs,
-                                  assist=args.assist, teacher=teacher, assist_range_m=args.assist_range,
-                                  collisions=args.collisions, seed=args.seed)  # fmt: skip
-        if args.skill_bias:
+        teacher, record = None, None  # only the diagnostics run the teacher
+        if args.assist or args.collisions:
+            path, chosen = teacher_of(args.artifact, args.teacher)
+            teacher, record = load_teacher(path), {**checkpoint_record(path), "chosen": chosen}
+        with EpisodeProgress(args.episodes, "student") as progress:
+            report = evaluate_student(
+                runtime, args.episodes, proxy=proxy, num_envs=args.envs, assist=args.assist, teacher=teacher,
+                assist_range_m=args.assist_range, collisions=args.collisions, seed=args.seed,
+                on_progress=progress,
+            )  # fmt: skip
+        if args.skill_bias:  # the scratch copy ran: the report names the student it was made from
+            from opd.evaluation import artifact_record
+            from policies.artifact import Artifact
+
             report["skill_bias"] = dict(args.skill_bias)
+            report["artifact"] = artifact_record(Artifact.load(args.artifact))
+        if record:
+            report["teacher"] = record
     else:
-        report = evaluate_teacher(
-            load_teacher(args.checkpoint), args.episodes, proxy=proxy, num_envs=args.envs
-        )
+        path, chosen = teacher_of(args.artifact, args.checkpoint)
+        with EpisodeProgress(args.episodes, "teacher") as progress:
+            report = evaluate_teacher(load_teacher(path), args.episodes, proxy=proxy, num_envs=args.envs,
+                                      on_progress=progress)  # fmt: skip
+        report["teacher"] = {**checkpoint_record(path), "chosen": chosen}
     if args.json:
         print(json.dumps(report))
     else:
-        lo, hi = report["ci95"]
-        where = "real-robot proxy" if report["proxy"] else "clean sim"
-        if assist := report.get("assist"):
-            print(f"assisted ({assist['mode']}) on {assist['share']:.1%} of control steps")
-        print(f"{report['episodes']} episodes on the {where}: success {report['success_rate']:.1%} "
-              f"(95% CI {lo:.1%}-{hi:.1%}), mean return {report['mean_return']:.2f}, "
-              f"outcomes {report['outcomes']}")  # fmt: skip
-        for outcome, end in report["by_outcome"].items():
-            print(f"  {outcome}: {end['progress_mean']:.0%} of the tour done on average, "
-                  f"at {end['time_s_mean']:.1f} s")  # fmt: skip
-        if hit := report.get("collisions"):
-            print(f"collisions: {hit['hazard']}; nearest obstacle in view in the last {hit['window_s']} s: "
-                  f"{hit['obstacle_in_view']}; skill most chosen then: {hit['skill']}, the teacher's "
-                  f"{hit['teacher_skill']}; agreement {hit['agreement']}")  # fmt: skip
+        _print_report(report)
     return 0
+
+
+def teacher_of(artifact: Path, given: Path | None) -> tuple[Path, str]:
+    """The teacher checkpoint to run and why it is that one: `given`, else the one the student `artifact`
+    was distilled from (its manifest's record, refused when missing or changed since), else the committed
+    teacher when the manifest names none."""
+    if given is not None:
+        return given, "given"
+    from opd.evaluation import project_path
+    from opd.live import default_teacher
+    from policies.artifact import Artifact
+
+    student, name = Artifact.load(artifact), project_path(artifact)
+    if student.manifest.get("teacher"):
+        return default_teacher(student), f"the teacher {name} was distilled from (its manifest.json)"
+    return DEFAULT_TEACHER, f"the committed default: {name}'s manifest.json names no teacher"
+
+
+def _print_report(report: dict) -> None:
+    lo, hi = report["ci95"]
+    proxy = report["proxy_config"]
+    where = f"real-robot proxy ({proxy['path']}, sha256 {proxy['sha256'][:12]})" if proxy else "clean sim"
+    if art := report.get("artifact"):
+        print(f"student {art['path']} (manifest sha256 {art['manifest_sha256'][:12]})")
+    if teacher := report.get("teacher"):
+        print(f"teacher {teacher['path']} (sha256 {teacher['sha256'][:12]}): {teacher['chosen']}")
+    if assist := report.get("assist"):
+        print(f"assisted ({assist['mode']}) on {assist['share']:.1%} of control steps")
+    seeds = report["seeds"]
+    print(f"{report['episodes']} episodes on the {where}, seeds {seeds['first']}-"
+          f"{seeds['first'] + seeds['count'] - 1}: success {report['success_rate']:.1%} "
+          f"(95% CI {lo:.1%}-{hi:.1%}), mean return {report['mean_return']:.2f}, "
+          f"outcomes {report['outcomes']}")  # fmt: skip
+    for outcome, end in report["by_outcome"].items():
+        print(f"  {outcome}: {end['progress_mean']:.0%} of the tour done on average, "
+              f"at {end['time_s_mean']:.1f} s")  # fmt: skip
+    if hit := report.get("collisions"):
+        print(f"collisions: {hit['hazard']}; nearest obstacle in view in the last {hit['window_s']} s: "
+              f"{hit['obstacle_in_view']}; skill most chosen then: {hit['skill']}, the teacher's "
+              f"{hit['teacher_skill']}; agreement {hit['agreement']}")  # fmt: skip
+
+
+class EpisodeProgress:
+    """An evaluation's progress on stderr, so that stdout stays its report: episodes done, successes so far
+    and the time left, as a rich bar on a terminal, else (a log, a pipe) as a plain line at most every
+    `PLAIN_EVERY_S` and one at the end. Called with (episodes done, successes) as `run_episodes` hears
+    each episode end."""
+
+    def __init__(
+        self, episodes: int, what: str, console: Console | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        from rich.console import Console
+
+        self.episodes, self.what, self.clock = episodes, what, clock
+        self.console = console or Console(stderr=True)
+        self.bar: Progress | None = None
+        self.started = self.last_line = clock()
+        self.done = self.successes = 0
+
+    def __enter__(self) -> EpisodeProgress:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.started = self.last_line = self.clock()
+        if self.console.is_terminal:
+            self.bar = Progress(
+                TextColumn(f"[bold]eval {self.what}"), BarColumn(),
+                TextColumn("{task.completed}/{task.total} episodes, {task.fields[successes]}"),
+                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                console=self.console, refresh_per_second=2,
+            )  # fmt: skip
+            self.bar.start()
+            self.task = self.bar.add_task("eval", total=self.episodes, successes="no episode done yet")
+        return self
+
+    def __call__(self, done: int, successes: int) -> None:
+        self.done, self.successes = done, successes
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, successes=self._successes())
+        elif self.clock() - self.last_line >= PLAIN_EVERY_S and done < self.episodes:
+            self._line()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+        elif kind is None:
+            self._line()
+
+    def _successes(self) -> str:
+        if not self.done:
+            return "none yet"
+        n = self.successes
+        return f"{n} success{'' if n == 1 else 'es'} ({n / self.done:.1%})"
+
+    def _line(self) -> None:
+        """One plain line: done, successes, elapsed and (from the pace so far) the time left."""
+        self.last_line = now = self.clock()
+        elapsed = now - self.started
+        left = elapsed / self.done * (self.episodes - self.done) if self.done else None
+        rest = "" if left is None or self.done == self.episodes else f", about {_duration(left)} left"
+        self.console.print(
+            f"eval {self.what}: {self.done}/{self.episodes} episodes, {self._successes()}, "
+            f"{_duration(elapsed)} elapsed{rest}", markup=False, highlight=False, soft_wrap=True,
+        )  # fmt: skip
+
+
+def _duration(seconds: float) -> str:
+    minutes, s = divmod(round(seconds), 60)
+    return f"{minutes} min {s:02d} s" if minutes else f"{s} s"
 
 
 def run_transfer(args: argparse.Namespace) -> int:

@@ -1,0 +1,88 @@
+"""`agent eval`'s progress display and teacher choice, in-process."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from agent.commands import eval as eval_command
+from agent.commands.eval import DEFAULT_STUDENT, DEFAULT_TEACHER, EpisodeProgress, teacher_of
+from rich.console import Console
+
+from sim.config import PROJECT_ROOT
+
+DISTILLED_FROM = PROJECT_ROOT / "sim/robots/diffbot/teacher_view_memory_obstacles_wide/teacher.pt"
+
+
+class Clock:
+    """A monotonic clock the test moves by hand, s."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_off_a_terminal_is_a_plain_line_now_and_then_and_one_at_the_end(monkeypatch) -> None:
+    """A log or a pipe gets no bar (rich would draw it only once it stops): one line at most every
+    PLAIN_EVERY_S with the time left from the pace so far, and the final count."""
+    monkeypatch.setattr(eval_command, "PLAIN_EVERY_S", 30.0)
+    out, clock = io.StringIO(), Clock()
+    with EpisodeProgress(10, "student", Console(file=out, width=200), clock) as progress:
+        clock.now += 20
+        progress(2, 1)  # 20 s in: not yet a line
+        assert out.getvalue() == ""
+        clock.now += 20
+        progress(4, 3)  # 40 s for 4 episodes: 60 s for the other 6
+        clock.now += 10
+        progress(5, 4)  # 10 s after the last line: none
+        clock.now += 50
+        progress(10, 8)
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "eval student: 4/10 episodes, 3 successes (75.0%), 40 s elapsed, about 1 min 00 s left",
+        "eval student: 10/10 episodes, 8 successes (80.0%), 1 min 40 s elapsed",
+    ]
+
+
+def test_progress_on_a_terminal_is_a_rich_bar_that_stops_with_the_evaluation() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=160)
+    with EpisodeProgress(4, "teacher", console) as progress:
+        progress(2, 2)
+        assert progress.bar is not None and progress.bar.tasks[0].completed == 2
+    assert not progress.bar.live.is_started and "eval teacher" in out.getvalue()
+
+
+def test_the_teacher_is_the_given_one_else_the_one_the_student_was_distilled_from(tmp_path: Path) -> None:
+    given = tmp_path / "teacher.pt"
+    assert teacher_of(DEFAULT_STUDENT, given) == (given, "given")
+    path, why = teacher_of(DEFAULT_STUDENT, None)  # the committed student names its teacher
+    assert path == DISTILLED_FROM and path != DEFAULT_TEACHER and "distilled from" in why
+    # an artifact whose manifest names no teacher keeps the committed default, and says so
+    bare = tmp_path / "student"
+    shutil.copytree(DEFAULT_STUDENT, bare)
+    manifest = json.loads((bare / "manifest.json").read_text())
+    del manifest["teacher"]
+    (bare / "manifest.json").write_text(json.dumps(manifest))
+    path, why = teacher_of(bare, None)
+    assert path == DEFAULT_TEACHER and "names no teacher" in why
+
+
+def subcommand_help(what: str) -> str:
+    parser = argparse.ArgumentParser()
+    eval_command.add_arguments(parser)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return " ".join(sub.choices[what].format_help().split())
+
+
+@pytest.mark.parametrize("what", ["teacher", "student"])
+def test_eval_help_says_which_teacher_runs_and_that_a_proxy_config_implies_the_proxy(what: str) -> None:
+    text = subcommand_help(what)
+    assert "the one the student artifact was distilled from" in text
+    assert "--proxy-config PROXY_CONFIG proxy YAML; implies --proxy" in text
