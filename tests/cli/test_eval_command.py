@@ -1,4 +1,4 @@
-"""`agent eval`'s progress display and teacher choice, in-process."""
+"""`agent eval`'s progress display and teacher choice, and `agent run`'s default student, in-process."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from agent.commands import eval as eval_command
+from agent.commands import run as run_command
 from agent.commands.eval import DEFAULT_STUDENT, DEFAULT_TEACHER, EpisodeProgress, teacher_of
 from rich.console import Console
 
@@ -72,6 +73,30 @@ def test_the_teacher_is_the_given_one_else_the_one_the_student_was_distilled_fro
     (bare / "manifest.json").write_text(json.dumps(manifest))
     path, why = teacher_of(bare, None)
     assert path == DEFAULT_TEACHER and "names no teacher" in why
+
+
+def test_run_drives_the_committed_student_unless_given_a_config(tmp_path: Path, monkeypatch) -> None:
+    """`agent run` without --artifact used to drive an untrained export; --config still gets one."""
+    monkeypatch.chdir(tmp_path)  # found from the project root, not the working directory
+    parser = argparse.ArgumentParser()
+    run_command.add_arguments(parser)
+    cfg = run_command.session_config(parser.parse_args([]), committed_student=True)
+    assert cfg.artifact_dir == PROJECT_ROOT / "sim/robots/diffbot/student" and cfg.precision == ""
+    exported = []
+
+    def cached_artifact(config: Path, int8: bool) -> tuple[Path, bool]:  # what exports the untrained student
+        exported.append((config, int8))
+        return tmp_path / "untrained", True
+
+    monkeypatch.setattr("agent.sim_session.cached_artifact", cached_artifact)
+    args = parser.parse_args(["--config", "tiny.yaml", "--drive", "student"])
+    cfg = run_command.session_config(args, committed_student=True)
+    assert cfg.artifact_dir == tmp_path / "untrained" and exported == [(Path("tiny.yaml"), True)]
+    assert cfg.precision == "int8"  # the untrained student's quantised encoder, as before
+    # `agent bench graph` keeps the untrained default: its published figures are of the small graph
+    bench = argparse.ArgumentParser()
+    run_command.add_graph_arguments(bench)
+    assert "untrained" in bench.format_help() and "committed OPD student" not in bench.format_help()
 
 
 def subcommand_help(what: str) -> str:

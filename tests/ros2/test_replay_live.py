@@ -11,14 +11,16 @@ from pathlib import Path
 import pytest
 
 AGENT = Path(sys.executable).with_name("agent")
+# an untrained small student (`agent run`'s default before it drove the committed one, which costs more)
+SMALL = Path(__file__).parents[2] / "policies" / "configs" / "student_small.yaml"
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     bag = tmp_path_factory.mktemp("live") / "bag"
-    out = subprocess.run([str(AGENT), "run", "--drive", "opd", "--duration", "8", "--record", str(bag)],
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    cmd = [str(AGENT), "run", "--config", str(SMALL), "--drive", "opd", "--duration", "8", "--record"]
+    out = subprocess.run([*cmd, str(bag)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return bag
 

@@ -4,8 +4,10 @@
 
 Every node of `agent.graph` runs as the launch file would start it (`agent.sim_session`); the sim bridge
 plays the robot in real time. Ctrl-C or the end of --duration stops the graph and leaves the robot on the
-contract's safe action. Without --artifact an untrained student is exported once into the cache (it acts
-at random); `--artifact sim/robots/diffbot/student` is the committed OPD student, what the main job runs.
+contract's safe action. Without --artifact it drives the committed OPD student (sim/robots/diffbot/student,
+what the main job runs); `--config C` without --artifact exports an untrained student of config C once
+into the cache instead (it acts at random). `agent bench graph` keeps the untrained default: its figures
+are of the small graph.
 """
 
 from __future__ import annotations
@@ -27,20 +29,27 @@ if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not loa
     from agent.sim_session import Progress, SessionConfig, SimSession
 
 DEFAULT_CONFIG = "policies/configs/student_small.yaml"  # relative to the repository root
+COMMITTED_STUDENT = "sim/robots/diffbot/student"  # relative to the project root: `agent run`'s default
 
 
-def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options shared by `agent run` and `agent bench graph`."""
+def add_graph_arguments(parser: argparse.ArgumentParser, committed_student: bool = False) -> None:
+    """Options shared by `agent run` and `agent bench graph`. `committed_student`: without --artifact and
+    --config, the committed student drives (`agent run`), else an untrained one from DEFAULT_CONFIG."""
+    untrained = "an untrained student exported once from --config into ~/.cache/agent/"
+    trunk = f"{DEFAULT_CONFIG}: ResNet18, the trunk for small CPU-only machines"
+    if committed_student:
+        artifact = f"the committed OPD student {COMMITTED_STUDENT}; with --config, {untrained}"
+        config = f"drive an untrained student of this config instead of the committed one (e.g. {trunk})"
+    else:
+        artifact, config = untrained, f"student config exported without --artifact (default {trunk})"
     parser.add_argument("--sim", choices=["mujoco", "isaacsim"], default="mujoco", help="simulator backend")
-    parser.add_argument("--artifact", type=Path, help="artifact directory from `agent export`; default: "
-                        "an untrained student exported once from --config into ~/.cache/agent/")  # fmt: skip
-    parser.add_argument("--config", type=Path, help=f"student config exported without --artifact (default "
-                        f"{DEFAULT_CONFIG}: ResNet18, the trunk for small CPU-only machines)")  # fmt: skip
+    parser.add_argument("--artifact", type=Path, help=f"artifact from `agent export`; default: {artifact}")
+    parser.add_argument("--config", type=Path, help=config)
     parser.add_argument("--backend", choices=["onnxruntime", "torch", "tensorrt"], default="onnxruntime",
                         help="inference backend of encoder and policy")  # fmt: skip
     parser.add_argument("--precision", choices=["fp32", "fp16", "int8"],
-                        help="encoder precision; default: int8 (ONNX Runtime's quantised encoder) without "
-                        "--artifact, else the backend's default")  # fmt: skip
+                        help="encoder precision; default: int8 (ONNX Runtime's quantised encoder) for an "
+                        "untrained student, else the backend's default")  # fmt: skip
     parser.add_argument(
         "--threads", type=at_least(1), default=1, help="intra-op threads per inference backend"
     )
@@ -65,23 +74,29 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_graph_arguments(parser)
+    add_graph_arguments(parser, committed_student=True)
     parser.add_argument("--duration", type=float, help="stop after this many wall seconds; default: Ctrl-C")
     parser.add_argument("--record", type=Path, help="write a rosbag2 bag (MCAP) of every graph topic here")
 
 
-def session_config(args: argparse.Namespace, record: Path | None = None) -> SessionConfig:
-    """The SessionConfig for the parsed options, exporting the default artifact when none is given.
+def session_config(
+    args: argparse.Namespace, record: Path | None = None, committed_student: bool = False
+) -> SessionConfig:
+    """The SessionConfig for the parsed options. Without --artifact: the committed student with
+    `committed_student` and no --config (`agent run`), else an untrained student exported from --config.
 
     Raises FileNotFoundError when the teacher is to drive and its checkpoint is missing.
     """
     from agent.nodes.teacher import default_checkpoint
     from agent.sim_session import SessionConfig, cached_artifact
     from policies.export import DEFAULT_STUDENT_CONFIG
+    from sim.config import from_root
 
     if args.threads < 0 or args.speed < 0:
         raise ValueError("--threads and --speed must be >= 0")
     artifact, precision = args.artifact, args.precision or ""
+    if artifact is None and args.config is None and committed_student:
+        artifact = from_root(COMMITTED_STUDENT)  # found from the project root, whatever the working directory
     if artifact is None:
         precision = args.precision or "int8"
         config = args.config or DEFAULT_STUDENT_CONFIG.with_name("student_small.yaml")
@@ -113,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--duration must be > 0")
     if args.record is not None and args.record.exists():
         raise ValueError(f"--record {args.record}: exists already; the bag directory must be new")
-    cfg = session_config(args, args.record)
+    cfg = session_config(args, args.record, committed_student=True)
     console = Console(soft_wrap=True)  # summary lines stay whole in logs and pipes
     # Ctrl-C and SIGTERM raise KeyboardInterrupt: the graph stops (robot parked) while the context is valid.
     with ros_interruptible() as signals:
