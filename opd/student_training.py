@@ -1,14 +1,16 @@
 """Headless student training: the OPD core (or a baseline) run in simulated time on the vector robot.
 
-`agent train student --method opd|dagger|novelty|sim_only|opd_novelty` runs `OnlineDistillation` in
-lockstep (no real-time pacing): the MuJoCo default behind the real-robot proxy is the "real" robot (camera
+`agent train student --method opd|dagger|novelty|sim_only|sim_only_dr|opd_novelty` runs `OnlineDistillation`
+in lockstep (no real-time pacing): the MuJoCo default behind the real-robot proxy is the "real" robot (camera
 120 ms late, noise, randomised dynamics), the committed teacher acts on the same robot's privileged state.
 Methods:
 - opd: the teacher's action is executed when the LSTM predictor's error is high (`opd.gate`);
 - novelty: the same gate on ensemble disagreement (ThriftyDAgger-style);
 - opd_novelty: the same gate on the higher of the two, on one scale (`opd.signal_mix`);
 - dagger: the student always acts, the teacher labels (rsl_rl / Isaac Lab distillation);
-- sim_only: DAgger in the clean sim (no proxy): the student never sees the real robot's delay and noise.
+- sim_only: DAgger in the clean sim (no proxy): the student never sees the real robot's delay and noise;
+- sim_only_dr: DAgger in the sim under domain randomisation of its own look and dynamics (`dr_config`,
+  `sim/configs/proxy_dr.yaml`): what an Isaac Lab user trains first; it never sees the "real" robot either.
 Every method gets the same label budget: one teacher label per student frame, `total_steps` decisions.
 
 The config is resolved once, before the run starts (`resolve`: the method's switch, the robot's control
@@ -44,7 +46,7 @@ import torch
 import yaml
 from pydantic import Field
 
-from opd.evaluation import load_teacher, training_reset_seed
+from opd.evaluation import load_teacher, project_path, training_reset_seed
 from opd.novelty import NoveltyConfig
 from opd.online_distillation import OnlineDistillation, OPDConfig, load_artifact_weights, resolve_config
 from opd.teacher_training import _stop_on_signals
@@ -58,9 +60,9 @@ from sim.config import SimConfig, from_root
 
 log = logging.getLogger(__name__)
 
-Method = Literal["opd", "dagger", "novelty", "sim_only", "opd_novelty"]
+Method = Literal["opd", "dagger", "novelty", "sim_only", "sim_only_dr", "opd_novelty"]
 SWITCH = {"opd": "predictor", "novelty": "novelty", "dagger": "student", "sim_only": "student",
-          "opd_novelty": "predictor_novelty"}  # fmt: skip
+          "sim_only_dr": "student", "opd_novelty": "predictor_novelty"}  # fmt: skip
 DEFAULT_TEACHER = "sim/robots/diffbot/teacher/teacher.pt"
 ROLLING_EPISODES = 100  # the newest finished episodes the logged episode means are over
 # Settings a run may change when it resumes: how long it goes on, how often it logs and checkpoints, its
@@ -73,7 +75,9 @@ class StudentTrainConfig(Config):
 
     method: Method = "opd"  # see the module docstring
     sim_config: str = "sim/configs/mujoco.yaml"  # sim YAML; the camera size follows the student's image
-    proxy_config: str = "sim/configs/proxy.yaml"  # the "real" robot (unused by sim_only)
+    proxy_config: str = "sim/configs/proxy.yaml"  # the "real" robot (unused by sim_only and sim_only_dr)
+    # sim_only_dr's randomised sim (a proxy config that varies only what the sim already has)
+    dr_config: str = "sim/configs/proxy_dr.yaml"
     student_config: str = "policies/configs/student_cpu.yaml"  # student architecture
     teacher: str = DEFAULT_TEACHER  # teacher.pt (teacher.yaml beside it); frozen
     num_envs: int = Field(8, ge=1)  # envs in one backend object
@@ -105,15 +109,21 @@ def resolve(cfg: StudentTrainConfig, teacher: TeacherPolicy | None = None) -> St
     return StudentTrainConfig.from_dict({**cfg.model_dump(), "opd": opd.model_dump()}, "resolved config")
 
 
-def make_robot_for(cfg: StudentTrainConfig, student_cfg: StudentConfig, proxy: bool) -> Any:
-    """The vector robot (camera at the student's image size), behind the proxy when `proxy`."""
+def robot_proxy(cfg: StudentTrainConfig) -> str | None:
+    """The proxy config `cfg.method` trains behind: none for sim_only, the randomised sim for sim_only_dr,
+    the "real" robot for every other method."""
+    return {"sim_only": None, "sim_only_dr": cfg.dr_config}.get(cfg.method, cfg.proxy_config)
+
+
+def make_robot_for(cfg: StudentTrainConfig, student_cfg: StudentConfig, proxy: str | None) -> Any:
+    """The vector robot (camera at the student's image size), behind the proxy config `proxy` if any."""
     from sim.gym_env import make_robot
 
     sim_cfg = SimConfig.from_yaml(from_root(cfg.sim_config))
     img = student_cfg.encoder.image
     camera = sim_cfg.camera.model_copy(update={"width": img.width, "height": img.height})
     sim_cfg = SimConfig.from_dict(sim_cfg.model_copy(update={"camera": camera}).model_dump())
-    _, robot = make_robot(sim_cfg, "all", from_root(cfg.proxy_config) if proxy else None, cfg.num_envs)
+    _, robot = make_robot(sim_cfg, "all", from_root(proxy) if proxy else None, cfg.num_envs)
     return robot
 
 
@@ -129,7 +139,7 @@ class StudentTrainer:
         self.student_cfg = StudentConfig.from_yaml(from_root(cfg.student_config))
         teacher = load_teacher(from_root(cfg.teacher))
         self.cfg = cfg = resolve(cfg, teacher)
-        self.robot = make_robot_for(cfg, self.student_cfg, proxy=cfg.method != "sim_only")
+        self.robot = make_robot_for(cfg, self.student_cfg, robot_proxy(cfg))
         period = self.robot.spec.control_period_s
         if period != cfg.opd.align.period_s:  # `resolve` read the rate from the sim config
             self.robot.close()
@@ -408,7 +418,8 @@ class StudentTrainer:
             log.warning("%s: its novelty ensemble %s is not this run's shape %s: this run's starts afresh",
                         artifact.root, theirs_novelty, ours_novelty.model_dump())  # fmt: skip
         load_artifact_weights(self.learner, artifact, new_memory, wider, novelty=same_novelty)
-        origin = {"artifact": str(artifact.root), "manifest_sha256": sha256_file(artifact.root / MANIFEST),
+        origin = {"artifact": project_path(artifact.root),
+                  "manifest_sha256": sha256_file(artifact.root / MANIFEST),
                   "weights_sha256": artifact.weights_hash}  # fmt: skip
         if theirs_novelty is not None:
             origin["novelty"] = "the artifact's ensemble" if same_novelty else "a fresh one (another shape)"

@@ -18,11 +18,12 @@ from typing import Any
 
 import yaml
 
-from opd.transfer_benchmark import last_share, points, write_atomic, write_json
+from opd.transfer_benchmark import RIVALS, last_share, points, write_atomic, write_json
 
 PLOTS = ("success.png", "training.png", "pred_error.png")
 COLORS = {
     "sim_only": "tab:gray",
+    "sim_only_dr": "tab:brown",
     "dagger": "tab:orange",
     "novelty": "tab:green",
     "opd": "tab:blue",
@@ -72,7 +73,7 @@ def target_value(row: dict[str, Any]) -> str:
     a percentage."""
     if row["value"] is None:
         return "n/a"
-    return f"{row['value'] * 100:+.1f} points" if row["goal"] == "> rival" else pct(row["value"])
+    return f"{row['value'] * 100:+.1f} points" if row["goal"].startswith("> rival") else pct(row["value"])
 
 
 def _gap_split_lines(split: dict[str, Any] | None) -> list[str]:
@@ -131,10 +132,15 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     start = report.get("pretrain")
     if start is not None:
+        dr = (
+            f" sim_only_dr in the randomised sim (`{train['dr_config']}`),"
+            if "sim_only_dr" in methods
+            else ""
+        )
         lines[-1] += (
             " Every method started from one student trained in the clean sim"
             f" (`{cfg['pretrain']['train_config']}`, {start['decisions']:,} decisions, the `pretrained` row):"
-            " sim_only went on in the clean sim, the others adapted on the proxy."
+            f" sim_only went on in the clean sim,{dr} the others adapted on the proxy."
         )
     if runs is not None:
         lines += _over_runs_lines(runs, teacher)
@@ -169,8 +175,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines += _gap_split_lines(extra.get("gap_split"))
     lines += [
         _versus_line("OPD", other, extra[f"opd_vs_{other}"])
-        for other in ("dagger", "novelty")
-        if extra[f"opd_vs_{other}"] is not None
+        for other in RIVALS
+        if extra.get(f"opd_vs_{other}") is not None
     ]
     for name, variant in extra.get("variants", {}).items():
         lines.append(f"- {name} (an OPD variant) closes {pct(variant['gap_closed'])} of the gap.")
@@ -228,6 +234,10 @@ def _over_runs_lines(runs: dict[str, Any], teacher: dict[str, Any]) -> list[str]
         "",
         f"- OPD closes {pct(runs['opd_gap_closed'])} of the gap between the means (sim-only to teacher).",
     ]
+    if split := runs.get("gap_split"):
+        lines += [
+            line.replace("- Gap split", "- Gap split between the means") for line in _gap_split_lines(split)
+        ]
     lines += [_versus_runs_line("OPD", other, v) for other, v in runs["opd_vs"].items() if v is not None]
     for name, variant in runs.get("variants", {}).items():
         lines.append(
@@ -312,8 +322,12 @@ def _while_training_table(methods: dict[str, dict[str, Any]]) -> list[str]:
             "100 episodes, exact while no more than 100 had finished: those are counted."
         )
         lines += ["", note]
-    if "sim_only" in rows:
-        lines += ["", "sim_only trains in the clean sim: its episodes are not the proxy's."]
+    if "sim_only" in rows or "sim_only_dr" in rows:
+        lines += [
+            "",
+            "sim_only trains in the clean sim and sim_only_dr in the randomised sim: their episodes "
+            "are not the proxy's.",
+        ]
     return lines
 
 

@@ -243,7 +243,8 @@ def test_eval_transfer_quick_reports_every_method_and_resumes(tmp_path):
         assert m["labels"] > 0 and m["wall_clock_s"] > 0 and 0.0 <= m["intervention_rate_last20"] <= 1.0
     assert report["methods"]["dagger"]["teacher_decisions"] < report["methods"]["opd"]["teacher_decisions"]
     assert report["teacher"]["episodes"] == 8 and len(report["teacher"]["ci95"]) == 2
-    derived = {"opd_gap_closed", "gap_split", "opd_vs_dagger", "opd_vs_novelty", "variants"}
+    derived = {"opd_gap_closed", "gap_split", "opd_transfer_won_back", "opd_vs_sim_only_dr", "opd_vs_dagger",
+               "opd_vs_novelty", "variants"}  # fmt: skip
     assert set(report["derived"]) == derived and report["derived"]["variants"] == {}  # none was run
     # the clean-sim references, evaluated on the same 8 seeds (and cached: the rerun below redoes nothing)
     split = report["derived"]["gap_split"]

@@ -42,10 +42,22 @@ def history(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("method", ["opd", "novelty", "opd_novelty", "dagger", "sim_only"])
+@pytest.mark.parametrize("method", ["opd", "novelty", "opd_novelty", "dagger", "sim_only", "sim_only_dr"])
 def test_every_method_trains_and_writes_the_student(tmp_path: Path, method: str) -> None:
+    from sim.real_robot_proxy import ProxyConfig, RealRobotProxy
+
     out = tmp_path / method
-    assert StudentTrainer(tiny(tmp_path, method=method), out).run() == out / "student.pt"
+    trainer = StudentTrainer(tiny(tmp_path, method=method), out)
+    # sim_only: the clean sim; sim_only_dr: the sim randomised over its own look and dynamics; the others
+    # adapt on the "real" robot
+    proxy = {"sim_only": None, "sim_only_dr": "sim/configs/proxy_dr.yaml"}.get(
+        method, "sim/configs/proxy.yaml"
+    )
+    robot = trainer.robot
+    assert (robot.cfg if isinstance(robot, RealRobotProxy) else None) == (
+        None if proxy is None else ProxyConfig.from_yaml(from_root(proxy))
+    )
+    assert trainer.run() == out / "student.pt"
     rows = history(out)
     assert rows[-1]["step"] == 240 and rows[-1]["updates"] > 0 and rows[-1]["labels"] > 0
     assert sum(rows[-1]["train_outcomes"].values()) == rows[-1]["episodes"]  # every finished one, by outcome
@@ -54,7 +66,7 @@ def test_every_method_trains_and_writes_the_student(tmp_path: Path, method: str)
     assert "loss/skill_kl" in rows[-1] and "loss/state_pred" in rows[-1]
     meta = yaml.safe_load((out / "student.yaml").read_text())
     assert meta["method"] == method and meta["predictor"]["out_dim"] == 25  # the robot's privileged fields
-    if method in ("dagger", "sim_only"):
+    if method in ("dagger", "sim_only", "sim_only_dr"):
         assert rows[-1]["teacher_steps"] < 2 * 6  # only before each env's first frame
     torch.load(out / "student.pt", weights_only=True)
     state = torch.load(sorted((out / "checkpoints").glob("step_*.pt"))[-1], weights_only=True)

@@ -5,8 +5,9 @@
 and proxy configs (path and hash of the config as it ran) and the seeds. A teacher not named is the one the
 student artifact was distilled from (its manifest's `teacher`), so a student is compared with its own.
 
-`transfer` is the sim-to-real benchmark (`opd.transfer_benchmark`): four students trained at one label
-budget, each evaluated acting alone on the real-robot proxy, and a report against the issue's targets.
+`transfer` is the sim-to-real benchmark (`opd.transfer_benchmark`): students trained at one label budget,
+each evaluated acting alone on the real-robot proxy (the config's, or the preset --proxy-config names), and
+a report against the issue's targets.
 """
 
 from __future__ import annotations
@@ -103,12 +104,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     r = sub.add_parser(
         "transfer",
-        help="sim-to-real benchmark: train sim_only, dagger, novelty and opd at one label budget, evaluate "
-        "each student alone on the proxy, report against the targets (resumes from --out)",
+        help="sim-to-real benchmark: train sim_only, dagger, novelty and opd (and sim_only_dr where the "
+        "config lists it) at one label budget, evaluate each student alone on the proxy, report against the "
+        "targets (resumes from --out)",
     )
     which = r.add_mutually_exclusive_group()
     which.add_argument("--quick", action="store_true", help="tiny students, minutes on a CPU (a smoke run)")
     which.add_argument("--config", type=Path, help="TransferConfig YAML (default opd/configs/transfer.yaml)")
+    r.add_argument("--proxy-config", type=Path, metavar="YAML",
+                   help="the proxy preset to adapt and evaluate on (e.g. sim/configs/proxy_gap.yaml, the "
+                   "reality gap); default: the config's")  # fmt: skip
     r.add_argument("--out", type=Path, help="output directory (default runs/transfer or runs/transfer_quick)")
     r.add_argument("--report", type=Path, help="report directory (default OUT/report)")
     r.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -283,11 +288,14 @@ def _duration(seconds: float) -> str:
 
 
 def run_transfer(args: argparse.Namespace) -> int:
+    from opd.evaluation import project_path
     from opd.transfer_benchmark import TransferBenchmark, TransferConfig
     from opd.transfer_report import write_report
 
     name = "transfer_quick" if args.quick else "transfer"
     cfg = TransferConfig.from_yaml(args.config or OPD_CONFIGS / f"{name}.yaml")
+    if args.proxy_config is not None:
+        cfg = TransferConfig.from_dict({**cfg.model_dump(), "proxy_config": project_path(args.proxy_config)})
     out = args.out or Path("runs") / name
     command = shlex.join(["agent", *sys.argv[1:]])
     bench = TransferBenchmark(cfg, out, command)
@@ -328,6 +336,8 @@ def _print_transfer(report: dict) -> None:
     console = Console(width=None if sys.stdout.isatty() else 120)  # a pipe gets every column
     console.print(table)
     console.print(f"OPD closes {pct(report['derived']['opd_gap_closed'])} of the sim-only-to-teacher gap")
+    if (won := report["derived"].get("opd_transfer_won_back")) is not None:
+        console.print(f"OPD wins back {pct(won)} of the transfer gap (sim-only, clean sim to proxy)")
     if runs:
         over = Table(
             title=f"over {len(runs['seeds'])} training runs (seeds {', '.join(map(str, runs['seeds']))})"
@@ -339,6 +349,8 @@ def _print_transfer(report: dict) -> None:
             over.add_row(name, pct(p["mean"]), ci(p["ci95"]) if p["ci95"] else "n/a", per_run)
         console.print(over)
         console.print(f"OPD closes {pct(runs['opd_gap_closed'])} of the gap between the means")
+        if (won := runs.get("opd_transfer_won_back")) is not None:
+            console.print(f"OPD wins back {pct(won)} of the transfer gap between the means")
     for row in report["targets"]:
         result = {True: "PASS", False: "FAIL", None: "n/a"}[row["pass"]]
         console.print(f"{result:4}  {row['target']} ({row['goal']}): {target_value(row)} {row['note']}")

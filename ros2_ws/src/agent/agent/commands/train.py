@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "student",
         help="train the student online from the teacher on the real-robot proxy (resumes from --out)",
     )
-    s.add_argument("--method", choices=["opd", "dagger", "novelty", "sim_only", "opd_novelty"],
+    s.add_argument("--method", choices=["opd", "dagger", "novelty", "sim_only", "sim_only_dr", "opd_novelty"],
                    help="default: the config's")  # fmt: skip
     s.add_argument("--sim", choices=["mujoco", "isaacsim"], help="simulator: sim/configs/<sim>.yaml (Isaac "
                    "Sim on GPU hosts with the isaacsim extra); default: the config's sim_config")  # fmt: skip
@@ -61,11 +61,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_student(args: argparse.Namespace) -> int:
+    from opd.evaluation import project_path
     from opd.student_training import StudentTrainConfig, StudentTrainer
 
     cfg = StudentTrainConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
+    # init_from as the project names it (relative to its root when inside): the saved config is portable
     overrides = {"method": args.method, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed,
-                 "init_from": str(args.init_from.resolve()) if args.init_from else None,
+                 "init_from": project_path(args.init_from) if args.init_from else None,
                  "sim_config": f"sim/configs/{args.sim}.yaml" if args.sim else None}  # fmt: skip
     cfg = StudentTrainConfig.from_dict(
         {**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
