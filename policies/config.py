@@ -11,12 +11,13 @@ beside every run) holds every field.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from policies.files import write_atomic
 
 C = TypeVar("C", bound="Config")
 
@@ -50,10 +51,7 @@ class Config(BaseModel):
     def to_yaml(self, path: str | Path) -> None:
         """Write the resolved config (every field, defaults included) so a run can be reproduced; atomically
         (a temporary file renamed over it), so a kill mid-write leaves the old file or the new one."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
-        os.replace(tmp, path)
+        write_atomic(path, yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
 
 
 def load_yaml_mapping(path: Path, name: str) -> tuple[dict[str, Any], str]:

@@ -71,8 +71,8 @@ def export_artifact(
             (`RobotSpec.privileged_fields`); None = the default robot's (`robot_privileged_fields()`).
             predictor.out_dim None resolves to their number; any other number must equal it.
         teacher: the teacher it was distilled from, {"checkpoint": path as configured, "sha256": its hash}
-            (`opd.live.teacher_record`): its predictor predicts what that teacher sees, so the OPD core
-            deploys it with that teacher by default (`opd.live.default_teacher`).
+            (`opd.live.loading.teacher_record`): its predictor predicts what that teacher sees, so the OPD
+            core deploys it with that teacher by default (`opd.live.loading.default_teacher`).
         novelty: the novelty gate's trained ensemble, for a student distilled with one (`novelty.pt`): a
             gate that reads it on the live graph or in a replay then reads this one, not an untrained one.
     """
@@ -137,8 +137,8 @@ HEAD_FILES = ("policy.onnx", "predictor.onnx", "student.pt", "predictor.pt")  # 
 
 @dataclass(frozen=True)
 class Novelty:
-    """A novelty gate's ensemble as an artifact carries it: its config (`opd.novelty.NoveltyConfig`, as a
-    dict: policies/ does not build it) and its weights (the `EnsembleNovelty` state dict)."""
+    """A novelty gate's ensemble as an artifact carries it: its config (`opd.distill.novelty.NoveltyConfig`,
+    as a dict: policies/ does not build it) and its weights (the `EnsembleNovelty` state dict)."""
 
     config: dict[str, Any]
     state: dict[str, torch.Tensor]

@@ -20,7 +20,7 @@ class TeacherConfig(Config):
     hidden: list[int] = Field(default_factory=lambda: [256, 256])  # MLP widths, units
     head: HeadConfig = Field(default_factory=lambda: HeadConfig(hidden=[]))  # the MLP above is the trunk
     # Part of what the policy means, so it travels with the weights (teacher.yaml): training, evaluation and
-    # deployment hold each decision this long. 4 = 5 Hz on the 20 Hz loop (see opd/hybrid_sac.py, gamma).
+    # deployment hold each decision this long. 4 = 5 Hz on the 20 Hz loop (opd/teacher/hybrid_sac.py, gamma).
     action_repeat: int = Field(4, ge=1)  # control periods each decision is held, periods
     # What it sees of the privileged state (policies/teacher_view.py); None: all of it. Also part of what
     # the policy means: a teacher trained on the camera's view acts on that view wherever it runs.

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from policies.artifact import Artifact
+from policies.files import write_atomic
 from policies.runtime.base import BackendUnavailable
 from policies.tensorrt_compat import tensorrt_problems
 
@@ -73,7 +73,7 @@ class TensorRTRunner:
         )  # fmt: skip
         self.logger = trt.Logger(trt.Logger.WARNING)
         if not cache.is_file():
-            _write_atomic(cache, self._build(onnx_path, entry["inputs"]))
+            write_atomic(cache, self._build(onnx_path, entry["inputs"]))
         self.engine = trt.Runtime(self.logger).deserialize_cuda_engine(cache.read_bytes())
         if self.engine is None:
             raise RuntimeError(f"{cache}: TensorRT could not deserialize the engine; delete it to rebuild")
@@ -137,17 +137,3 @@ class TensorRTRunner:
 # TensorRT DataType name -> torch dtype attribute.
 _TORCH_DTYPES = {"FLOAT": "float32", "HALF": "float16", "INT32": "int32", "INT64": "int64",
                  "INT8": "int8", "UINT8": "uint8", "BOOL": "bool"}  # fmt: skip
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

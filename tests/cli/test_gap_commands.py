@@ -42,7 +42,8 @@ def test_render_refuses_a_missing_proxy_config(tmp_path: Path) -> None:
 
 
 def test_eval_factors_is_listed_and_refuses_an_unknown_policy(tmp_path: Path) -> None:
-    """The whole measurement is `opd.factor_costs.measure` (tests/opd/test_factor_costs.py); here, its CLI."""
+    """The whole measurement is `opd.benchmark.factors.measure` (tests/opd/benchmark/test_factor_costs.py);
+    here, its CLI."""
     listed = agent("eval", "--help")
     assert listed.returncode == 0 and "factors" in listed.stdout
     done = agent("eval", "factors", "--artifact", "sim/robots/diffbot/student", "--policies", "robot",

@@ -10,7 +10,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import pytest
 
-from opd.teacher_training import TeacherTrainConfig
+from opd.teacher.trainer import TeacherTrainConfig
 
 TINY: dict[str, Any] = {
     "num_envs": 8,

@@ -76,11 +76,11 @@ def test_the_opd_node_reads_the_opd_section_of_an_extending_training_config() ->
     """`opd_config` may name a training YAML that extends another: the node's learner gets the resolved
     section (the base's gate and distillation settings with the file's own change), not the few lines the
     file holds."""
-    from opd.live import load_learner
-    from opd.student_training import StudentTrainConfig
+    from opd.live.loading import load_learner
+    from opd.student.trainer import StudentTrainConfig
     from policies.artifact import Artifact
 
-    path = PROJECT_ROOT / "opd/configs/student_transfer_wide_bf16_store64.yaml"
+    path = PROJECT_ROOT / "docs/experiments/configs/student_transfer_wide_bf16_store64.yaml"
     assert "gate" not in yaml.safe_load(path.read_text())["opd"]  # the gate lives in its bases
     learner = load_learner(Artifact.load(PROJECT_ROOT / "sim/robots/diffbot/student"), opd_config=path,
                            learning=False)  # fmt: skip

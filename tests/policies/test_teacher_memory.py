@@ -122,7 +122,7 @@ def remembering_teacher(tmp_path_factory: pytest.TempPathFactory):
 def test_the_learner_sees_each_env_through_its_memory_of_accepted_states(remembering_teacher) -> None:
     """The buffer's targets are what the remembering teacher saw, state by state, as an offline pass over
     the same stream computes them (`normalise`), and the env's reset (a new episode) clears its memory."""
-    from opd.live import load_learner
+    from opd.live.loading import load_learner
     from policies.artifact import Artifact
 
     learner = load_learner(Artifact.load(from_root("sim/robots/diffbot/student")), remembering_teacher)

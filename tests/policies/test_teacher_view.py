@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from opd.evaluation import load_teacher
-from opd.teacher_training import TeacherTrainConfig
+from opd.teacher.trainer import TeacherTrainConfig
 from policies.skill_contract import SkillContract
 from policies.teacher_policy import TeacherConfig, TeacherPolicy, teacher_features
 from policies.teacher_view import TeacherView, ViewConfig
@@ -126,7 +126,7 @@ def test_the_committed_imitable_teacher_sees_markers_only_in_view_and_never_its_
 def test_the_predictor_target_is_what_a_view_teacher_sees_in_its_units() -> None:
     """A hidden field has std ~0 in the teacher's statistics: the raw field would be hundreds of stds (the
     view teacher's first fine-tune measured a prediction error of 28 where ~0.8 is usual)."""
-    from opd.live import load_learner
+    from opd.live.loading import load_learner
     from policies.artifact import Artifact
 
     learner = load_learner(Artifact.load(from_root("sim/robots/diffbot/student")),
@@ -147,7 +147,7 @@ def test_the_predictor_target_is_what_a_view_teacher_sees_in_its_units() -> None
 def test_the_learner_keeps_each_teacher_state_as_its_target_and_refuses_a_nan_the_view_hides() -> None:
     """The buffer holds the predictor's target for each teacher state (normalised once, on arrival); a NaN
     in a field the view zeroes (the world pose) still marks a corrupt state, refused and counted."""
-    from opd.live import load_learner
+    from opd.live.loading import load_learner
     from policies.artifact import Artifact
 
     learner = load_learner(Artifact.load(from_root("sim/robots/diffbot/student")),

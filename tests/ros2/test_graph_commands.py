@@ -16,7 +16,7 @@ from agent.base_command import velocity_of
 from agent.host_steal import read_steal_s
 from agent.messages import action_source, msg_to_action
 
-from opd.bag_input import typestore
+from opd.replay.bags.reader import typestore
 from policies.artifact import Artifact
 
 AGENT = Path(sys.executable).with_name("agent")
@@ -148,7 +148,7 @@ def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action_whatever_signals
 
 def test_the_main_job_runs_the_committed_opd_student_on_the_proxy_with_the_gate() -> None:
     """`bash bootstrap.sh run`'s command, shortened: the committed student drives, the OPD gate reports."""
-    from opd.live import PROJECT_ROOT
+    from opd.live.loading import PROJECT_ROOT
 
     student = PROJECT_ROOT / "sim/robots/diffbot/student"
     out = agent("run", "--sim", "mujoco", "--proxy", "--drive", "opd", "--artifact", str(student),

@@ -36,7 +36,7 @@ from hypothesis.extra.numpy import arrays
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import Image
 
-from opd.bag_input import typestore
+from opd.replay.bags.reader import typestore
 from policies.skill_contract import SkillContract
 
 images = arrays(np.uint8, st.tuples(st.integers(1, 12), st.integers(1, 12), st.just(3)))

@@ -319,7 +319,7 @@ def test_drive_opd_executes_the_gates_choice_with_cmd_vel_and_reports_it(
     start_opd: Start, tiny_artifact: Path, tmp_path: Path, who: str
 ) -> None:
     from opd.evaluation import load_teacher
-    from opd.live import DEFAULT_TEACHER
+    from opd.live.loading import DEFAULT_TEACHER
     from policies.runtime import load_student
     from policies.teacher_policy import teacher_features
 

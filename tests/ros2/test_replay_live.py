@@ -65,7 +65,7 @@ def test_a_frame_the_live_gate_never_saw_is_not_decided_in_replay(recorded: Path
     from rosbags.highlevel import AnyReader
     from rosbags.rosbag2 import Writer
 
-    from opd.bag_input import typestore
+    from opd.replay.bags.reader import typestore
 
     ts = typestore()
     custom = yaml.safe_load((recorded / "metadata.yaml").read_text())["rosbag2_bagfile_information"]

@@ -140,13 +140,13 @@ def test_a_missing_checkpoint_fails_configure_and_says_how_to_get_one(
 
 
 def test_without_a_checkpoint_the_node_runs_the_teacher_its_student_learnt_from(tmp_path: Path) -> None:
-    """As the opd node's learner does (opd.live.default_teacher): both act on one teacher."""
+    """As the opd node's learner does (opd.live.loading.default_teacher): both act on one teacher."""
     import json
     import shutil
 
     from agent.nodes.teacher import DEFAULT_TEACHER, default_checkpoint
 
-    from opd.live import teacher_record
+    from opd.live.loading import teacher_record
     from policies.artifact import ARTIFACT_FORMAT, MANIFEST
 
     teacher = tmp_path / "teacher.pt"

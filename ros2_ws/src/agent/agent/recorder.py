@@ -38,7 +38,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from agent.graph import Qos, Topic
 from agent.ros_io import drain, msg_class, qos_profile
 from agent.sequence_gaps import SequenceGaps
-from opd.bag_input import typestore
+from opd.replay.bags.reader import typestore
 
 log = logging.getLogger(__name__)
 

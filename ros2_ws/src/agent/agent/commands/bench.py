@@ -4,9 +4,9 @@
 - graph: the whole ROS 2 graph on the MuJoCo default in real time (`agent run` without the display) for a
   fixed time: image stamp -> published command latency, control rate and jitter, missed cycles, dropped
   messages, and the host's steal time (on a virtual machine: how many missed cycles the host caused);
-- replay: offline replay throughput against the encoder's own batched throughput (`opd.replay_bench`);
+- replay: offline replay throughput against the encoder's batched throughput (`opd.benchmark.replay_bench`);
 - messages: the state embedding's wire size and per-hop cost by message layout (`agent.message_bench`);
-- learner: seconds per learner update with the encoder in float32 and in bfloat16 (`opd.learner_bench`);
+- learner: seconds per learner update, the encoder in float32 and in bfloat16 (`opd.benchmark.learner_bench`);
 - proxy: wall time per camera frame of the bare sim, today's proxy and a gap proxy (`sim.proxy_views`).
 """
 
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_learner(args: argparse.Namespace) -> int:
-    from opd.learner_bench import bench_learner
+    from opd.benchmark.learner_bench import bench_learner
     from sim.config import from_root
 
     config = args.config or from_root("opd/configs/student_transfer_wide.yaml")
@@ -201,7 +201,7 @@ def run_messages(args: argparse.Namespace) -> int:
 
 def run_replay(args: argparse.Namespace) -> int:
     from agent.host_steal import read_steal_s
-    from opd.replay_bench import bench_replay
+    from opd.benchmark.replay_bench import bench_replay
     from sim.config import from_root
 
     steal0, t0 = read_steal_s(), time.monotonic()

@@ -5,7 +5,7 @@
 and proxy configs (path and hash of the config as it ran) and the seeds. A teacher not named is the one the
 student artifact was distilled from (its manifest's `teacher`), so a student is compared with its own.
 
-`transfer` is the sim-to-real benchmark (`opd.transfer_benchmark`): students trained at one label budget,
+`transfer` is the sim-to-real benchmark (`opd.benchmark.transfer`): students trained at one label budget,
 each evaluated acting alone on the real-robot proxy (the config's, or the preset --proxy-config names), and
 a report against the issue's targets.
 """
@@ -183,7 +183,7 @@ def teacher_of(artifact: Path, given: Path | None) -> tuple[Path, str]:
     if given is not None:
         return given, "given"
     from opd.evaluation import project_path
-    from opd.live import default_teacher
+    from opd.live.loading import default_teacher
     from policies.artifact import Artifact
 
     student, name = Artifact.load(artifact), project_path(artifact)
@@ -288,9 +288,9 @@ def _duration(seconds: float) -> str:
 
 
 def run_transfer(args: argparse.Namespace) -> int:
+    from opd.benchmark.report import write_report
+    from opd.benchmark.transfer import TransferBenchmark, TransferConfig
     from opd.evaluation import project_path
-    from opd.transfer_benchmark import TransferBenchmark, TransferConfig
-    from opd.transfer_report import write_report
 
     name = "transfer_quick" if args.quick else "transfer"
     cfg = TransferConfig.from_yaml(args.config or OPD_CONFIGS / f"{name}.yaml")
@@ -317,7 +317,7 @@ def _print_transfer(report: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from opd.transfer_report import ci, duration, number, pct, target_value
+    from opd.benchmark.report import ci, duration, number, pct, target_value
 
     title = f"students alone on the real-robot proxy, {report['teacher']['episodes']} episodes"
     if runs := report.get("over_runs"):

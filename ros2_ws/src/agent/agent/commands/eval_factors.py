@@ -1,5 +1,5 @@
 """`agent eval factors`: what each factor of a gap preset costs a student and its teacher
-(`opd.factor_costs`).
+(`opd.benchmark.factors`).
 
     agent eval factors --artifact opd/results/transfer_wide_bf16/seed1000/pretrain/artifact \\
         --teacher sim/robots/diffbot/teacher_view_memory_obstacles_wide/teacher.pt \\
@@ -33,9 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from opd.benchmark.factors import measure
     from opd.evaluation import evaluate_student, evaluate_teacher, load_teacher
-    from opd.factor_costs import measure
-    from opd.live import default_teacher
+    from opd.live.loading import default_teacher
     from policies.artifact import Artifact
     from policies.runtime import load_student
     from sim.config import from_root

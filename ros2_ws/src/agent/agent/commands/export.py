@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _from_run(args: argparse.Namespace) -> int:
-    from opd.student_training import export_checkpoint
+    from opd.student.trainer import export_checkpoint
 
     own = ("config", "predictor_config", "sim_config", "contract", "student_weights", "predictor_weights")
     if given := [f"--{k.replace('_', '-')}" for k in own if getattr(args, k) is not None]:

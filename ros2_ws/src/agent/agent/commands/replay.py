@@ -1,5 +1,5 @@
 """`agent replay BAG`: a recorded run, offline and deterministic, through the encoder, predictor, gate and
-student (`opd.replay`). Stdout carries the summary (or the JSON with --json); --report DIR writes the
+student (`opd.replay.runner`). Stdout carries the summary (or the JSON with --json); --report DIR writes the
 markdown report and plots. Errors that stop a replay (no such bag, nothing mapped, --reuse-state with
 another artifact's embeddings) end with one line naming the bag and the topic."""
 
@@ -26,8 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from opd.bag_input import BagError, dumps
-    from opd.replay import Replay, load_config
+    from opd.replay.bags.reader import BagError, dumps
+    from opd.replay.runner import Replay, load_config
     from sim.config import from_root
 
     artifact = args.artifact or recorded_artifact(args.bag) or from_root(DEFAULT_ARTIFACT)
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         except BagError as err:
             raise RuntimeError(str(err)) from None
     if args.report:
-        from opd.replay_report import write_report
+        from opd.replay.report import write_report
 
         md = write_report(result, replay.timeline, args.report)
     if args.json:
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 def recorded_artifact(bag: Path) -> Path | None:
     """The artifact the recorded run used (`agent run --record` stores it), when it is on this machine."""
-    from opd.bag_input import recorded_custom_data, recorded_launch_args
+    from opd.replay.bags.reader import recorded_custom_data, recorded_launch_args
 
     path = recorded_launch_args(recorded_custom_data(bag)).get("artifact_dir")
     return Path(path) if path and Path(path).is_dir() else None

@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.what == "student":
         return run_student(args)
-    from opd.teacher_training import TeacherTrainConfig, TeacherTrainer
+    from opd.teacher.trainer import TeacherTrainConfig, TeacherTrainer
 
     cfg = TeacherTrainConfig.from_yaml(args.config or DEFAULT_CONFIG)
     overrides = {"sim": args.sim, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed}
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_student(args: argparse.Namespace) -> int:
     from opd.evaluation import project_path
-    from opd.student_training import StudentTrainConfig, StudentTrainer
+    from opd.student.trainer import StudentTrainConfig, StudentTrainer
 
     cfg = StudentTrainConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
     # init_from as the project names it (relative to its root when inside): the saved config is portable

@@ -2,12 +2,12 @@
 
 `drive` (a launch argument it shares with the sim bridge, `agent.graph.DRIVE_SOURCES`) picks whose action
 is executed:
-- opd: OPD's decision. The OPD core (`opd.online_distillation.OnlineDistillation`) runs here on the
+- opd: OPD's decision. The OPD core (`opd.distill.learner.OnlineDistillation`) runs here on the
   artifact's head and predictor: each /sim/privileged_state joins its buffer as a teacher entry (the
   frozen teacher's action on it), each /agent/state embedding as a student frame; on each embedding the
   gate executes the student's action, or the teacher's when the predictor's error is high, and
   /opd/gate says which, why, the error and threshold, and what the decision saw (its time and newest
-  teacher stamp: `opd.decision_stream`, so `agent replay` reproduces it). Without a teacher stream
+  teacher stamp: `opd.distill.decision_stream`, so `agent replay` reproduces it). Without a teacher stream
   (sim:=none) the student acts alone. With `learn`, a learner process trains the head and the predictor
   online; acting uses a copy of their weights that each update swaps in, so a callback never waits for a
   gradient step; every `version_every_s` the learnt student is written as a new artifact version (hashes,
@@ -71,8 +71,8 @@ from policies.safe_fallback import SafeFallback
 from policies.stream_stats import Level, Status, StreamStats
 
 if TYPE_CHECKING:
-    from opd.decision_stream import StreamDecision
-    from opd.learner_process import LearnerProcess
+    from opd.distill.decision_stream import StreamDecision
+    from opd.live.process import LearnerProcess
 
 STATE, STUDENT, TEACHER = "/agent/state", "/agent/action", "/teacher/action"
 PRIVILEGED, ACTION, CMD_VEL, GATE = "/sim/privileged_state", "/opd/action", "/cmd_vel", "/opd/gate"
@@ -99,9 +99,9 @@ class OpdNode(AgentNode):
         self.learner = None
         if s["drive"] == "opd":
             # The OPD core (torch) only where it decides: drive student or teacher starts in ~1 s, not ~6 s.
-            from opd.decision_stream import DecisionStream
-            from opd.learner_process import LearnerProcess, LearnerSpec
-            from opd.live import default_versions_dir, load_learner
+            from opd.distill.decision_stream import DecisionStream
+            from opd.live.loading import default_versions_dir, load_learner
+            from opd.live.process import LearnerProcess, LearnerSpec
 
             # acting only: with `learn`, the store and the gradient steps are the learner process's
             self.learner = load_learner(artifact, s["teacher_checkpoint"], s["opd_config"], learning=False)
@@ -364,7 +364,7 @@ class OpdNode(AgentNode):
 
 def gate_state(decided: StreamDecision) -> GateState:
     """A gate decision as /opd/gate (the caller stamps it with the frame's header stamp): who acts, why,
-    error and threshold, and the context replay decides in (`opd.decision_stream`)."""
+    error and threshold, and the context replay decides in (`opd.distill.decision_stream`)."""
     decision = decided.decision
     return GateState(source=SOURCES.index(decided.source), reason=decided.reason,
                      error=float(decision.error[0]), threshold=float(decision.threshold),

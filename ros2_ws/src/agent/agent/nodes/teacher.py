@@ -33,11 +33,11 @@ TeacherLoader = Callable[[Path], TeacherPolicy]
 
 
 def default_checkpoint(artifact_dir: str) -> Path:
-    """The teacher the deployed student was distilled from (`opd.live.default_teacher`), as the opd node's
-    learner uses it; the committed teacher without an artifact."""
+    """The teacher the deployed student was distilled from (`opd.live.loading.default_teacher`), as the opd
+    node's learner uses it; the committed teacher without an artifact."""
     if not artifact_dir:
         return DEFAULT_TEACHER
-    from opd.live import default_teacher
+    from opd.live.loading import default_teacher
     from policies.artifact import Artifact
 
     return default_teacher(Artifact.load(artifact_dir))

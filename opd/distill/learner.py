@@ -1,0 +1,904 @@
+"""Online Policy Distillation (OPD): a gated student/teacher switch and a student that learns while it acts.
+
+Seed 003, section 3.4: a teacher (simulation, true undelayed state) and a student (robot, ~120 ms late,
+noisy camera + IMU) write to ONE timestamp-aligned state buffer; an LSTM predictor (last 5 student frames
+in, horizons 1..3 out) estimates what the teacher sees; when its error exceeds a threshold (0.15 at the
+start, decaying) the teacher's action is executed, otherwise the student's; the student learns from the
+action KL plus the state-prediction error.
+
+How this class does it, per env (N envs side by side; N = 1 on a live robot):
+- `observe_teacher(stamp, privileged, skill, now)`: the frozen teacher acts on the true state; the entry
+  (state, skill, parameters, logits) joins the env's `AlignedBuffer` at its stamp.
+- `observe_student(envs, stamp, frame, now)`: a new camera frame (measured at `stamp`, arriving later) is
+  encoded by the acting student; the head, on the env's last `memory.frames` embeddings, gives the student's
+  action and the predictor, on its last `history` embeddings, the teacher-side state at stamp + h periods
+  (h = 1..horizon), in units of the teacher state's std.
+- `act(now)`: the prediction error of the newest frame whose targets the teacher stream has already reached
+  (RMS over fields, mean over the horizons resolved) goes to the `Gate`, which picks the executed action.
+- `process_step(now, done)`: frames whose teacher partners are in are popped from the buffer as aligned
+  (student frame, teacher state, teacher action) samples into the learner's own `SampleStore`.
+- `update()`: one gradient step on a batch of the store: KL(teacher || student) on the skill logits, the
+  masked loss on the teacher's skill's parameters (the head on each sample's stored window) and the
+  state-prediction loss, both of which reach the encoder through the newest frame of the window. Acting
+  uses a copy of the weights (`acting`), refreshed by `sync_policy`, so an act never waits for a gradient
+  step and never sees a half-applied one.
+
+The teacher is frozen: eval mode, no gradients, and not in the optimiser.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import torch
+from pydantic import Field, model_validator
+
+from opd.distill.aligned_buffer import AlignConfig, AlignedBuffer, AlignedSample, StudentEntry, TeacherEntry
+from opd.distill.augment import random_shift
+from opd.distill.gate import Gate, GateConfig
+from opd.distill.model_memo import ModelMemo
+from opd.distill.novelty import EnsembleNovelty, NoveltyConfig
+from opd.distill.sample_store import SampleStore, StoreSpec
+from opd.distill.signal_mix import SignalMix
+from policies.artifact import Artifact
+from policies.config import Config
+from policies.distill_losses import categorical_kl, masked_param_loss
+from policies.embedding_window import EmbeddingWindow
+from policies.image_encoder import widen_positions
+from policies.state_predictor import PredictorConfig, StatePredictor
+from policies.student_policy import StudentConfig, StudentPolicy
+from policies.teacher_policy import TeacherPolicy
+from policies.torch_files import load_torch
+
+if TYPE_CHECKING:
+    from policies.export import Novelty
+
+log = logging.getLogger(__name__)
+Switch = Literal["predictor", "novelty", "predictor_novelty", "student", "teacher"]
+FRAME_KEYS = ("image", "imu", "skill", "progress", "step")  # raw student inputs, as the encoder takes them
+
+
+def native_bf16() -> bool:
+    """This CPU computes bfloat16 natively (AMX or AVX512-BF16), so `distill.precision: bf16` pays off."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+class DistillConfig(Config):
+    """Distillation losses and the learner's optimiser."""
+
+    skill_kl: float = Field(1.0, ge=0)  # weight of KL(teacher || student) on skill logits, 1
+    params: float = Field(1.0, ge=0)  # weight of the masked parameter loss (half-range units), 1
+    state_pred: float = Field(1.0, ge=0)  # weight of the state-prediction loss (teacher-state std units), 1
+    novelty: float = Field(1.0, ge=0)  # weight of the ensemble's own loss (its switches only), 1
+    lr: float = Field(3e-4, gt=0)  # Adam learning rate
+    batch_size: int = Field(64, ge=1)  # samples per update
+    capacity: int = Field(20_000, ge=1)  # aligned samples kept (first in, first out), samples
+    grad_clip: float = Field(10.0, gt=0)  # max global gradient norm
+    image_shift_px: int = Field(
+        0, ge=0
+    )  # random shift of each training image, px (opd.distill.augment); 0 = off
+    train_encoder: bool = True  # False: frames are embeddings of a fixed encoder (the live node)
+    sync_every: int = Field(1, ge=1)  # updates between copies of the learner into the acting student
+    # The acting student (what acts, and what is exported) as an exponential moving average of the learner's
+    # weights: acting <- acting_ema * acting + (1 - acting_ema) * learner at each sync; 0 = a plain copy.
+    # Polyak averaging smooths the update-to-update swings of a student that imitates a small store.
+    acting_ema: float = Field(0.0, ge=0.0, lt=1.0)
+    state_std_min: float = Field(0.01, gt=0)  # floor of a teacher-state field's std, field units
+    # Each sample's skill and parameter losses weighted by (share of its teacher skill in the store)^-balance,
+    # normalised to mean 1 over the batch: 0 = uniform; 1 = every skill weighs the same in total. A student
+    # that drives well mostly sees the teacher drive, so the rarer turns and stops it must copy near
+    # obstacles weigh little under uniform weights.
+    skill_balance: float = Field(0.0, ge=0.0, le=1.0)
+    # The action label of a frame stamped t is the teacher's action at t + label_lead * align.period_s
+    # (the newest found up to there), not at t: the student acts on a frame ~120 ms after it was taken,
+    # so a label at t teaches it to do late what the teacher did on time. 0 = the teacher's at t.
+    label_lead: int = Field(0, ge=0)  # control periods, at most predictor.horizon
+    # Batches drawn with probability ~ (the sample's last skill + parameter loss)^priority_alpha instead of
+    # uniformly (opd.distill.sample_store.SampleStore.sample): the few windows before an obstacle where the
+    # student still drives and the teacher turns are ~1% of a store whose mean KL is ~0.02. 0 = uniform.
+    priority_alpha: float = Field(0.0, ge=0.0, le=1.0)
+    # Share of each batch drawn from the samples whose decision the gate gave to the teacher (the rest from
+    # the others), as intervention-weighted regression does (IWR, Mandlekar et al. 2020: 0.5). Once the
+    # gate's budget has decayed the teacher takes ~5% of decisions, so under uniform batches the states
+    # where the student needed it are diluted by its own easy driving. 0 = uniform (DAgger has none).
+    takeover_share: float = Field(0.0, ge=0.0, lt=1.0)
+    # Weight of the memory's state loss: a linear read-out of the head's input (the newest embedding plus
+    # the memory's correction) predicts the teacher-side state one period after the newest frame, which
+    # for a remembering teacher holds the obstacles it has seen and no longer sees. The predictor reads
+    # only the last `predictor.history` frames, so nothing else asks the memory to keep where an obstacle
+    # went. Needs a head with memory; the read-out is for training only (not exported). 0 = off.
+    memory_state: float = Field(0.0, ge=0)
+    # Number format of the encoder's forward and backward in `update` (weights and optimiser stay float32):
+    # "bf16" autocasts to bfloat16. On a CPU with AMX or AVX512-BF16 an update of the wide CPU student
+    # costs ~0.46 of float32's (profiled here); on one without, bfloat16 is emulated and slower than float32.
+    precision: Literal["fp32", "bf16"] = "fp32"
+
+
+class OPDConfig(Config):
+    """The OPD core: which signal gates the teacher, the buffer, the gate, the losses, the predictor."""
+
+    # predictor: OPD; novelty: ensemble disagreement (ThriftyDAgger-style); predictor_novelty: the higher of
+    # the predictor's error and the disagreement mapped onto its scale (opd.distill.signal_mix); student: the
+    # student always acts and the teacher only labels (DAgger); teacher: the teacher always acts (behaviour
+    # cloning).
+    switch: Switch = "predictor"
+    # A teacher silent for this long is gone (its simulation stopped): the student acts alone, or the safe
+    # action goes out when there is no student either.
+    teacher_timeout_s: float = Field(0.5, gt=0)  # s
+    # A student without an accepted frame for this long (camera or encoder stalled) no longer acts.
+    student_timeout_s: float = Field(0.5, gt=0)  # s
+    align: AlignConfig = Field(default_factory=AlignConfig)
+    gate: GateConfig = Field(default_factory=GateConfig)
+    distill: DistillConfig = Field(default_factory=DistillConfig)
+    predictor: PredictorConfig = Field(default_factory=PredictorConfig)
+    novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
+
+    @model_validator(mode="after")
+    def _one_batch_rule(self) -> OPDConfig:
+        if self.distill.takeover_share > 0 and self.distill.priority_alpha > 0:
+            raise ValueError("distill.takeover_share and distill.priority_alpha both set: choose one")
+        return self
+
+    @model_validator(mode="after")
+    def _lead_within_horizon(self) -> OPDConfig:
+        if self.distill.label_lead > self.predictor.horizon:
+            raise ValueError(
+                f"distill.label_lead ({self.distill.label_lead}) exceeds predictor.horizon "
+                f"({self.predictor.horizon}): the buffer finds teacher entries only that far ahead"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The executed action of N envs and why. Shapes: (N,) except params (N, P)."""
+
+    skill: np.ndarray
+    params: np.ndarray
+    use_teacher: np.ndarray
+    reason: tuple[str, ...]
+    error: np.ndarray  # the gate's input: prediction error or disagreement, NaN = unknown
+    threshold: float
+    inputs: GateInputs | None = None  # what the gate ruled on (None for the forced switches)
+    no_student: np.ndarray | None = None  # (N,) bool: no usable student; the gate's choice was overridden
+
+
+@dataclass(frozen=True)
+class GateInputs:
+    """The arguments of one `Gate.decide` call: another gate can rule on the same evidence (replay's
+    counterfactual gates). Shapes: (N,) except step."""
+
+    step: int
+    now: np.ndarray
+    error: np.ndarray
+    student_skill: np.ndarray
+    teacher_skill: np.ndarray
+    student_in_contract: np.ndarray
+    teacher_ok: np.ndarray
+
+
+@dataclass
+class EpisodeMetrics:
+    """One finished episode of one env, as `agent train student` logs it."""
+
+    steps: int = 0
+    teacher_steps: int = 0
+    switches: int = 0
+    agree_steps: int = 0  # decisions where the student's skill matched the teacher's
+    param_error_sum: float = 0.0  # masked, half-range units, summed over agreeing decisions
+    horizon_error_sum: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    horizon_count: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    outcome: str = "running"
+
+    def summary(self, control_hz: float) -> dict[str, Any]:
+        minutes = max(self.steps / control_hz / 60.0, 1e-9)
+        counts = np.where(self.horizon_count > 0, self.horizon_count, np.nan)  # NaN: horizon never reached
+        return {
+            "success": self.outcome == "success",
+            "outcome": self.outcome,
+            "steps": self.steps,
+            "intervention_rate": self.teacher_steps / max(self.steps, 1),
+            "switches_per_min": self.switches / minutes,
+            "skill_agreement": self.agree_steps / max(self.steps, 1),
+            "param_error": self.param_error_sum / max(self.agree_steps, 1),
+            "pred_error": [float(e) for e in self.horizon_error_sum / counts],
+        }
+
+
+def state_width(teacher: TeacherPolicy) -> int:
+    """Dq: the width of the teacher-side state the predictor predicts (the teacher reads it and the skill
+    one-hot)."""
+    return teacher.obs_dim - teacher.contract.num_skills
+
+
+def resolve_config(cfg: OPDConfig, student: StudentConfig, teacher: TeacherPolicy) -> OPDConfig:
+    """The OPD config a learner of this student and teacher runs, its derived values filled in: the
+    predictor's widths (the student's embedding in, the teacher-side state out) and the buffer's window and
+    horizon. Resolving a resolved config changes nothing, so a run's saved config is the one it ran.
+
+    A given predictor.out_dim that is not the teacher's is refused."""
+    dq = state_width(teacher)
+    if cfg.predictor.out_dim not in (None, dq):
+        raise ValueError(
+            f"predictor.out_dim ({cfg.predictor.out_dim}) must equal the teacher's privileged state "
+            f"width ({dq})"
+        )
+    predictor = cfg.predictor.model_copy(update={"in_dim": student.encoder.embed_dim, "out_dim": dq})
+    # The buffer's windows and targets are the inputs (the predictor's and the head's) and the predictor's
+    # outputs: one definition. A window is the longer of the two inputs; each model takes its newest frames.
+    history = max(cfg.predictor.history, student.memory.frames)
+    align = cfg.align.model_copy(update={"history": history, "horizon": cfg.predictor.horizon})
+    return cfg.model_copy(update={"predictor": predictor, "align": align})
+
+
+class OnlineDistillation:
+    """The OPD learner: act, process_step, update (-> losses), save/load, get_policy."""
+
+    def __init__(
+        self, student: StudentPolicy, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int, seed: int = 0,
+        learning: bool = True,
+    ) -> None:  # fmt: skip
+        """`learning=False`: a learner that acts, gates and measures but never updates (offline replay, a
+        node with `learn` off), so it keeps no sample store (`distill.capacity` windows of memory)."""
+        if teacher is None:
+            raise ValueError("OPD needs a trained teacher: pass the frozen TeacherPolicy")
+        self.cfg, self.num_envs = cfg, num_envs
+        self.teacher = teacher.eval().requires_grad_(False)
+        self.contract = student.contract
+        k, p = self.contract.num_skills, self.contract.num_params
+        self.state_dim = state_width(teacher)
+        ec = student.cfg.encoder
+        resolved = resolve_config(cfg, student.cfg, teacher)
+        self.predictor_cfg = resolved.predictor
+        self.align = align = resolved.align
+        self.memory_frames = student.memory_frames
+        self.student = student.train()
+        self.predictor = StatePredictor(self.predictor_cfg).train()
+        with_novelty = cfg.switch in ("novelty", "predictor_novelty")
+        self.novelty = EnsembleNovelty(ec.embed_dim, self.contract, cfg.novelty) if with_novelty else None
+        mixed = cfg.switch == "predictor_novelty"
+        self.mix = SignalMix(cfg.gate.budget_window, cfg.gate.budget_min_samples) if mixed else None
+        if cfg.distill.memory_state > 0 and student.memory is None:
+            raise ValueError("distill.memory_state needs a head with memory (student memory.frames > 1)")
+        self.memory_readout = (
+            torch.nn.Linear(ec.embed_dim, self.state_dim) if cfg.distill.memory_state > 0 else None
+        )  # (B, E) -> (B, Dq)
+        self.lock = threading.Lock()  # guards the acting copies against sync_policy from a learner thread
+        self.acting, self.acting_predictor, self.acting_novelty = self._copies()
+        params = list(self.student.parameters()) + list(self.predictor.parameters())
+        if self.novelty is not None:
+            params += list(self.novelty.parameters())
+        if self.memory_readout is not None:
+            params += list(self.memory_readout.parameters())
+        if not cfg.distill.train_encoder:
+            self.student.encoder.requires_grad_(False)
+            params = [q for q in params if q.requires_grad]
+        self.optimizer = torch.optim.Adam(params, lr=cfg.distill.lr)
+        if learning and cfg.distill.precision == "bf16" and not native_bf16():
+            log.warning("distill.precision bf16: this CPU has no native bfloat16; updates will be slower")
+        # Teacher-state scale for the predictor: the teacher's own observation statistics (fixed, so an
+        # error means the same at every step of training).
+        norm = self.teacher.norm
+        self.state_mean = norm.mean[: self.state_dim].numpy().astype(np.float32)
+        self.state_std = np.maximum(norm.var[: self.state_dim].sqrt().numpy(), cfg.distill.state_std_min)
+        self.state_std = self.state_std.astype(np.float32)
+        image = (ec.image.height, ec.image.width, 3) if cfg.distill.train_encoder else None
+        spec = StoreSpec(
+            image, ec.imu.window, ec.embed_dim, align.history, align.horizon, self.state_dim, k, p
+        )
+        self.store = SampleStore(spec, cfg.distill.capacity, streams=num_envs) if learning else None
+        # Where each aligned sample also goes (row as `SampleStore.add` takes it, env): a learner in
+        # another process (`opd.live.process`) keeps the store there; None: nowhere else.
+        self.sink: Callable[[dict[str, np.ndarray], int], None] | None = None
+        self.buffers = [AlignedBuffer(align) for _ in range(num_envs)]
+        self.gate = Gate(cfg.gate, num_envs)
+        self.rng = np.random.default_rng(seed)
+        self.steps = 0  # decisions, summed over envs
+        self.teacher_steps = 0  # decisions that executed the teacher's action, summed over envs
+        self.updates = 0
+        # per-env acting state
+        n = num_envs
+        self._windows = EmbeddingWindow(n, align.history, ec.embed_dim)
+        self._predictions: list[deque[tuple[float, np.ndarray]]] = [deque(maxlen=8) for _ in range(n)]
+        self._novelty_score = np.full(n, np.nan)
+        self._has_student = np.zeros(n, dtype=bool)
+        # when each env's newest accepted frame was measured (its stamp; its arrival if earlier), s
+        self._student_seen_at = np.full(n, -np.inf)
+        self._student_skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
+        self._student_params = np.tile(self.contract.layout.defaults, (n, 1)).astype(np.float64)
+        self._student_ok = np.zeros(n, dtype=bool)  # the student's action is finite (inside the contract)
+        self._teacher_skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
+        self._teacher_params = self._student_params.copy()
+        self._teacher_seen_at = np.full(n, -np.inf)  # `now` of each env's last teacher entry, s
+        # a teacher whose view remembers sightings (policies.teacher_view) sees each env through this memory,
+        # which moves on with the accepted entries newer than any before (a late one is seen, not remembered)
+        self._sightings = self.teacher.new_memory(n)
+        self._sighted_upto = np.full(n, -np.inf)  # stamp of each env's newest remembered state, s
+        self._using_teacher = np.zeros(n, dtype=bool)
+        self._newest_payload: list[dict[str, Any] | None] = [None] * n  # the frame each env acts on
+        self.memo: ModelMemo | None = None  # outputs computed ahead (offline replay: opd.distill.model_memo)
+        # Parameter-error metric: the slots each skill owns (K, P) and the half-range of each slot (P,).
+        head = self.teacher.head
+        self._slot_masks = head.slot_mask(torch.arange(k)).numpy()
+        self._half_range = (head.high - head.low).numpy() / 2.0
+        self.metrics = [self._new_metrics() for _ in range(n)]
+
+    # ---- acting -------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def observe_teacher(
+        self, stamp: np.ndarray, privileged: np.ndarray, active_skill: np.ndarray, now: np.ndarray
+    ) -> np.ndarray:
+        """The frozen teacher acts on the true state of every env and its entry joins the buffer.
+
+        Shapes: stamp (N,) s, privileged (N, Dq), active_skill (N,), now (N,) s. Returns (N,) bool: the entry
+        was accepted (the buffer counts why not: stale, future, duplicate, non-finite).
+        """
+        seen = self.teacher.seen(privileged, self._sightings, update=False)  # (N, Dq)
+        feats = self.teacher.features(privileged, active_skill, seen=seen)
+        skill, params, logits = self.teacher_outputs(feats)
+        # The buffer keeps each state as the predictor's target, normalised once here rather than per use;
+        # a raw state with a non-finite field stays non-finite (refused), even where the view hides it.
+        target = self._scaled(seen)  # (N, Dq)
+        target[~np.isfinite(privileged).all(axis=1)] = np.nan
+        accepted = np.zeros(self.num_envs, dtype=bool)
+        for i, buf in enumerate(self.buffers):
+            entry = TeacherEntry(
+                float(stamp[i]),
+                target[i],
+                int(skill[i]),
+                params[i].astype(np.float32),
+                logits[i].astype(np.float32),
+            )
+            accepted[i] = buf.add_teacher(entry, float(now[i]))
+        if self._sightings is not None:
+            stamps = np.asarray(stamp, np.float64)
+            remembered = accepted & (stamps > self._sighted_upto)
+            self._sightings.commit(remembered)
+            self._sighted_upto[remembered] = stamps[remembered]
+        # a refused entry (stale, future, duplicate, non-finite) neither acts nor counts as a live teacher
+        self._teacher_skill[accepted], self._teacher_params[accepted] = skill[accepted], params[accepted]
+        self._teacher_seen_at[accepted] = now[accepted]
+        return accepted
+
+    @torch.no_grad()
+    def observe_student(
+        self, envs: np.ndarray, stamp: np.ndarray, frame: dict[str, np.ndarray], now: np.ndarray
+    ) -> np.ndarray:
+        """New student frames for `envs` (M,): encode, act, predict, and join the buffer.
+
+        `frame` holds the encoder's inputs (`FRAME_KEYS`, each with a leading M axis) or, with a fixed
+        encoder, "embedding" (M, E). stamp (M,) is each frame's measurement time, now (M,) its arrival.
+        Returns (M,) bool: the frame was accepted (the buffer counts why not: late, duplicate, non-finite).
+        """
+        with self.lock:
+            if "embedding" in frame:  # a copy: the caller's array may be read-only (a decoded message)
+                emb_np = np.array(frame["embedding"], np.float32)  # (M, E)
+            else:
+                emb_np = self.acting.encoder(*(torch.as_tensor(frame[k]) for k in FRAME_KEYS))[0].numpy()
+            # Only frames the buffer accepts (not late, duplicate or non-finite) act and enter the windows,
+            # so the acting window and the training windows hold the same frames.
+            payloads = [{k: np.array(frame[k][j]) for k in frame} for j in range(len(envs))]
+            accepted = np.array(
+                [
+                    self.buffers[i].add_student(
+                        StudentEntry(float(stamp[j]), emb_np[j], payloads[j]), float(now[j])
+                    )
+                    for j, i in enumerate(envs)
+                ],
+                dtype=bool,
+            )
+            if not accepted.any():
+                return accepted
+            sel = np.flatnonzero(accepted)
+            windows = self._windows.push(envs[sel], emb_np[sel])  # (M', T, E)
+            skill, params = self.head_outputs(np.ascontiguousarray(windows[:, -self.memory_frames :]))
+            pred = self.predictions_of(np.ascontiguousarray(windows[:, -self.predictor_cfg.history :]))
+            if self.acting_novelty is not None:
+                novelty = self.acting_novelty.disagreement(torch.from_numpy(emb_np[sel]))
+                self._novelty_score[envs[sel]] = novelty.numpy()
+        for row, j in enumerate(sel):
+            i = envs[j]
+            payloads[j]["prediction"] = pred[row]  # the buffer hands the payload back with the sample
+            self._predictions[i].append((float(stamp[j]), payloads[j]["prediction"]))
+            self._student_skill[i], self._student_params[i] = int(skill[row]), params[row]
+            self._student_ok[i] = bool(np.isfinite(self._student_params[i]).all())
+            self._has_student[i] = True
+            # its age counts from when it was measured: a frame that arrives 1.5 s late is stale on arrival
+            self._student_seen_at[i] = min(float(now[j]), float(stamp[j]))
+            self._newest_payload[i] = payloads[j]
+        return accepted
+
+    @torch.no_grad()
+    def teacher_outputs(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The frozen teacher on features (M, Dq + K): skills (M,), params (M, P) float64, logits (M, K)."""
+        if self.memo is not None and (held := self.memo.get("teacher", feats)) is not None:
+            return held
+        dist = self.teacher(torch.from_numpy(feats))
+        skill, params = self.teacher.head.deterministic(dist)
+        return skill.numpy(), params.double().numpy(), dist.logits.numpy()
+
+    @torch.no_grad()
+    def head_outputs(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The acting head on windows (M, W, E) float32: deployed skills (M,) and params (M, P) float64."""
+        if self.memo is not None and (held := self.memo.get("head", frames)) is not None:
+            return held
+        dist = self.acting.act_dist(torch.from_numpy(frames))
+        skill, params = self.acting.head.deterministic(dist)
+        return skill.numpy(), params.double().numpy()
+
+    @torch.no_grad()
+    def episode_head_outputs(self, episode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`head_outputs` of the window ending at each frame of one episode's embeddings (N, E) float32,
+        computed together (`FrameMemory.sliding`): for offline replay, which knows the episode ahead."""
+        emb = torch.from_numpy(episode)
+        feats = emb if self.acting.memory is None else self.acting.memory.sliding(emb)  # (N, E)
+        skill, params = self.acting.head.deterministic(self.acting.head(feats))
+        return skill.numpy(), params.double().numpy()
+
+    @torch.no_grad()
+    def predictions_of(self, windows: np.ndarray) -> np.ndarray:
+        """The acting predictor on windows (M, T, E) float32: predictions (M, H, Dq), normalised units."""
+        if self.memo is not None and (held := self.memo.get("predictor", windows)) is not None:
+            return held[0]
+        h0, c0 = self.acting_predictor.initial_state(len(windows))
+        pred, _, _ = self.acting_predictor(torch.from_numpy(windows), h0, c0)
+        return pred.numpy()
+
+    def act(self, now: np.ndarray, teacher_ok: np.ndarray | None = None) -> Decision:
+        """The executed action of every env: the gate's choice between the student and the teacher.
+
+        An env without a usable student (no frame yet, none measured within `student_timeout_s`, or a
+        non-finite action) is driven by the teacher, or by the safe action when the teacher is silent too.
+        """
+        n, inputs = self.num_envs, None
+        fresh = now - self._teacher_seen_at <= self.cfg.teacher_timeout_s
+        teacher_ok = fresh if teacher_ok is None else teacher_ok & fresh
+        if self.cfg.switch == "novelty":
+            error = self._novelty_score.copy()
+        elif self.mix is not None:
+            error = self.mix(self._prediction_errors(), self._novelty_score)
+        else:
+            error = self._prediction_errors()
+        if self.cfg.switch == "student":
+            use, reason, threshold = np.zeros(n, dtype=bool), ("forced_student",) * n, float("nan")
+        elif self.cfg.switch == "teacher":
+            use, threshold = teacher_ok.copy(), float("nan")
+            reason = tuple("forced_teacher" if ok else "teacher_unavailable" for ok in teacher_ok)
+        else:
+            # no frame yet is no contract violation: such envs are driven below, outside the gate's rules
+            in_contract = self._student_ok | ~self._has_student
+            inputs = GateInputs(self.steps, np.array(now, np.float64), error, self._student_skill.copy(),
+                                self._teacher_skill.copy(), in_contract, teacher_ok)  # fmt: skip
+            d = self.gate.decide(**vars(inputs))
+            use, reason, threshold = d.use_teacher, d.reason, d.threshold
+            if self.mix is not None:
+                self.mix.count(np.array([r == "error_above_threshold" for r in reason]))
+        stale = now - self._student_seen_at > self.cfg.student_timeout_s
+        no_student = ~self._has_student | ~self._student_ok | stale
+        use = np.where(no_student, teacher_ok, use)
+        skill = np.where(use, self._teacher_skill, self._student_skill)
+        params = np.where(use[:, None], self._teacher_params, self._student_params)
+        unsafe = no_student & ~teacher_ok
+        skill[unsafe] = self.contract.safe_skill_id
+        params[unsafe] = self.contract.layout.defaults
+        # where the student is unusable its reason is said here: the gate ruled on a student that is not there
+        reason = tuple(
+            "no_input_safe_action" if u else "no_student" if ns else r
+            for u, ns, r in zip(unsafe, no_student, reason, strict=True)
+        )
+        for i in np.flatnonzero(use & ~no_student):  # the gate took the student's decision on this frame
+            if (payload := self._newest_payload[i]) is not None:
+                payload["takeover"] = True
+        self._track(use, use != self._using_teacher)
+        self.teacher_steps += int(use.sum())
+        self._using_teacher = use.copy()
+        self.steps += n
+        return Decision(skill.astype(np.int64), params, use, reason, error, threshold, inputs, no_student)
+
+    def last_actions(self, env: int) -> tuple[int, np.ndarray, int, np.ndarray]:
+        """Env `env`'s newest student action and teacher action: (skill, params (P,)) each."""
+        return (int(self._student_skill[env]), self._student_params[env].copy(),
+                int(self._teacher_skill[env]), self._teacher_params[env].copy())  # fmt: skip
+
+    def last_prediction(self, env: int) -> np.ndarray | None:
+        """Env `env`'s newest prediction (H, Dq), teacher-state std units; None before the first frame."""
+        preds = self._predictions[env]
+        return preds[-1][1] if preds else None
+
+    def _prediction_errors(self) -> np.ndarray:
+        """Per env: RMS error (std units) of the newest prediction the teacher stream has reached, averaged
+        over its resolved horizons; NaN when none is resolved yet. Shape: (N,)."""
+        out = np.full(self.num_envs, np.nan)
+        period = self.align.period_s
+        for i, (buf, preds) in enumerate(zip(self.buffers, self._predictions, strict=True)):
+            for stamp, pred in reversed(preds):
+                hit = [(h, e) for h in range(pred.shape[0])
+                       if (e := buf.teacher_at(stamp + (h + 1) * period)) is not None]  # fmt: skip
+                if hit:
+                    diff = pred[[h for h, _ in hit]] - np.stack([e.state for _, e in hit])  # targets
+                    out[i] = float(np.sqrt(np.mean(diff**2, axis=1)).astype(np.float64).mean())  # (H',) -> 1
+                    break
+        return out
+
+    def normalise(
+        self, state: np.ndarray, stamps: np.ndarray | None = None, seen: np.ndarray | None = None
+    ) -> np.ndarray:
+        """One stream's privileged states (T, Dq), in arrival order, as the predictor's targets: what the
+        teacher sees of each (its view; a remembering one as `TeacherPolicy.seen_stream`, `stamps` (T,);
+        `seen` where the caller has it already), (seen - mean) / std in the teacher's own statistics, which
+        are of what it sees (a field its view hides has std ~0: the raw field over that floor would be
+        hundreds of stds)."""
+        return self._scaled(self.teacher.seen_stream(state, stamps) if seen is None else seen)
+
+    def _scaled(self, seen: np.ndarray) -> np.ndarray:
+        """What the teacher sees (..., Dq) in its own statistics, float32."""
+        return ((np.asarray(seen, np.float32) - self.state_mean) / self.state_std).astype(np.float32)
+
+    def _track(self, use_teacher: np.ndarray, switched: np.ndarray) -> None:
+        mask, half = self._slot_masks[self._teacher_skill], self._half_range  # (N, P), (P,)
+        for i, m in enumerate(self.metrics):
+            m.switches += int(switched[i] and m.steps > 0)  # the first decision of an episode is no switch
+            m.steps += 1
+            m.teacher_steps += int(use_teacher[i])
+            if self._has_student[i] and self._student_skill[i] == self._teacher_skill[i]:
+                m.agree_steps += 1
+                err = ((self._student_params[i] - self._teacher_params[i]) / half) ** 2 * mask[i]
+                m.param_error_sum += float(err.sum() / max(mask[i].sum(), 1.0))
+
+    # ---- data -------------------------------------------------------------------------------------
+    def process_step(
+        self, now: np.ndarray, done: np.ndarray, outcomes: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Move aligned samples into the store; finish the episodes of `done` (N,) envs.
+
+        Returns the metric summaries of the finished episodes (`EpisodeMetrics.summary`).
+        """
+        finished = []
+        for i, buf in enumerate(self.buffers):
+            # an ended episode flushes its pending frames: no teacher entry will come for them any more
+            t = float(now[i]) + (self.align.max_wait_s + 1.0 if done[i] else 0.0)
+            for sample in buf.pop_ready(t):
+                self._store(i, sample)
+            if done[i]:
+                m = self.metrics[i]
+                m.outcome = outcomes[i] if outcomes else "done"
+                finished.append(m.summary(1.0 / self.align.period_s))
+                self.reset_env(i)
+        return finished
+
+    def reset_env(self, i: int) -> None:
+        """A new episode for env i: buffer, windows, gate timers and metrics start afresh."""
+        self.buffers[i].reset()
+        if self._sightings is not None:
+            self._sightings.reset(np.array([i]))
+            self._sighted_upto[i] = -np.inf
+        self.gate.reset(np.array([i]))
+        self._windows.reset(np.array([i]))
+        self._predictions[i].clear()
+        self._has_student[i] = self._student_ok[i] = self._using_teacher[i] = False
+        self._newest_payload[i] = None
+        self._student_skill[i] = self.contract.safe_skill_id  # no action of the last episode carries over
+        self._student_params[i] = self.contract.layout.defaults
+        self._teacher_seen_at[i] = self._student_seen_at[i] = -np.inf
+        self._novelty_score[i] = np.nan
+        self.metrics[i] = self._new_metrics()
+
+    def _store(self, env: int, s: AlignedSample) -> None:
+        future = s.future  # (H, Dq) predictor targets (`observe_teacher`), zeros where none
+        pred = s.payload["prediction"]
+        m = self.metrics[env]
+        err = np.sqrt(np.mean((pred - future) ** 2, axis=1))  # (H,) per-horizon RMS error
+        m.horizon_error_sum += np.where(s.future_mask, err, 0.0)
+        m.horizon_count += s.future_mask
+        if self.store is None and self.sink is None:  # not learning: the metrics are all a sample is for
+            return
+        label = self._label(s)
+        row = {
+            "embedding": s.window[-1],
+            "window": s.window,
+            "window_mask": s.window_mask,
+            "window_ids": s.window_ids,
+            "teacher_logits": label.logits,
+            "teacher_skill": label.skill,
+            "teacher_params": label.params,
+            "future": future,
+            "future_mask": s.future_mask,
+            "takeover": bool(s.payload.get("takeover", False)),
+        }
+        if self.cfg.distill.train_encoder:  # the store keeps the newest frame's encoder inputs
+            row.update({k: s.payload[k] for k in FRAME_KEYS})
+        if self.store is not None:
+            self.store.add(row, stream=env)
+        if self.sink is not None:
+            self.sink(row, env)
+
+    def _label(self, s: AlignedSample) -> TeacherEntry:
+        """The teacher entry whose action labels sample s: the newest found up to distill.label_lead
+        periods after its stamp (near an episode's end the later ones may be missing)."""
+        lead = self.cfg.distill.label_lead
+        return next((e for e in reversed(s.future_teacher[:lead]) if e is not None), s.teacher)
+
+    def _new_metrics(self) -> EpisodeMetrics:
+        h = self.align.horizon
+        return EpisodeMetrics(horizon_error_sum=np.zeros(h), horizon_count=np.zeros(h))
+
+    # ---- learning ------------------------------------------------------------------------------------
+    def update(self) -> dict[str, float]:
+        """One gradient step on a batch of the store; {} while it holds less than a batch."""
+        cfg = self.cfg.distill
+        if self.store is None:
+            raise RuntimeError("this learner was built with learning=False: it keeps no samples")
+        if len(self.store) < cfg.batch_size:
+            return {}
+        b = self.store.sample(cfg.batch_size, self.rng, cfg.priority_alpha, cfg.takeover_share)
+        if cfg.train_encoder:
+            b["image"] = random_shift(b["image"], cfg.image_shift_px, self.rng)  # (B, H, W, 3)
+            with torch.autocast("cpu", torch.bfloat16, enabled=cfg.precision == "bf16"):
+                emb, _ = self.student.encoder(*(b[k] for k in FRAME_KEYS))  # (B, E)
+            emb = emb.float()
+        else:
+            emb = b["embedding"]
+        head = self.student.head
+        window = torch.cat([b["window"][:, :-1], emb[:, None]], dim=1)  # (B, T, E), newest with gradient
+        feats = self.student.head_input(window[:, -self.memory_frames :])  # (B, E)
+        dist = self.student.head(feats)
+        w = self._skill_weights(b["teacher_skill"])  # (B,)
+        kl_each = categorical_kl(b["teacher_logits"], dist.logits)  # (B,)
+        mask = head.slot_mask(b["teacher_skill"])
+        p_each = masked_param_loss(head.to_bounds(dist.mean), b["teacher_params"], mask, head.low, head.high)
+        kl, p_loss = (kl_each * w).mean(), (p_each * w).mean()
+        if cfg.priority_alpha > 0:
+            self.store.set_priority(b["index"].numpy(), (kl_each + p_each).detach().numpy() + 1e-3)
+        h0, c0 = self.predictor.initial_state(cfg.batch_size)
+        pred, _, _ = self.predictor(window[:, -self.predictor_cfg.history :], h0, c0)  # (B, H, Dq)
+        fmask = b["future_mask"].float()[..., None]  # (B, H, 1)
+        s_loss = ((pred - b["future"]) ** 2 * fmask).sum() / (fmask.sum() * pred.shape[-1]).clamp(min=1)
+        loss = cfg.skill_kl * kl + cfg.params * p_loss + cfg.state_pred * s_loss
+        losses = {"loss/skill_kl": kl.item(), "loss/params": p_loss.item(), "loss/state_pred": s_loss.item()}
+        if self.memory_readout is not None:
+            m_mask = fmask[:, 0]  # (B, 1): the next period's teacher state was found
+            m_err = (self.memory_readout(feats) - b["future"][:, 0]) ** 2 * m_mask  # (B, Dq)
+            m_loss = m_err.sum() / (m_mask.sum() * m_err.shape[-1]).clamp(min=1)
+            loss = loss + cfg.memory_state * m_loss
+            losses["loss/memory_state"] = m_loss.item()
+        if self.novelty is not None:
+            n_loss = self.novelty.loss(emb, b["teacher_logits"], b["teacher_skill"], b["teacher_params"])
+            loss = loss + cfg.novelty * n_loss
+            losses["loss/novelty"] = n_loss.item()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [q for g in self.optimizer.param_groups for q in g["params"]]
+        losses["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % cfg.sync_every == 0:
+            self.sync_policy(average=True)
+        return losses
+
+    def _skill_weights(self, skills: torch.Tensor) -> torch.Tensor:
+        """Per-sample loss weights (B,) from each teacher skill's share of the store (skill_balance)."""
+        balance = self.cfg.distill.skill_balance
+        if balance == 0.0:
+            return torch.ones(skills.shape[0])
+        share = self.store.skill_counts(self.contract.num_skills) / max(len(self.store), 1)  # (K,)
+        w = torch.from_numpy(np.maximum(share, 1e-3) ** -balance).float()[skills]  # (B,)
+        return w / w.mean()
+
+    def sync_policy(self, average: bool = False) -> None:
+        """Copy the learner's weights into the acting student, predictor and ensemble, in place under the
+        lock (acting sees the old weights or the new ones, never a mix). Call it from the thread that
+        updates. A fixed encoder (the live node) is not copied: only the head acts on embeddings there.
+        `average` (after an update): with `acting_ema`, the acting student moves towards the learner's
+        weights by 1 - acting_ema instead."""
+        skip = self._fixed_prefixes
+        student = {k: v for k, v in self.student.state_dict().items() if not k.startswith(skip)}
+        ema = self.cfg.distill.acting_ema if average else 0.0
+        with self.lock, torch.no_grad():
+            if ema > 0:
+                acting = self.acting.state_dict()  # the module's own tensors: updated in place
+                for k, v in student.items():
+                    if v.is_floating_point():
+                        acting[k].lerp_(v, 1.0 - ema)
+                    else:
+                        acting[k].copy_(v)
+            else:
+                self.acting.load_state_dict(student, strict=not skip)
+            self.acting_predictor.load_state_dict(self.predictor.state_dict())
+            if self.novelty is not None:
+                self.acting_novelty.load_state_dict(self.novelty.state_dict())
+
+    def _copies(self) -> tuple[StudentPolicy, StatePredictor, EnsembleNovelty | None]:
+        def frozen(m: torch.nn.Module, shared: dict[int, Any] | None = None) -> Any:
+            return copy.deepcopy(m, shared).eval().requires_grad_(False)
+
+        # A fixed encoder never changes and the learner never runs it (frames come as embeddings): the
+        # acting student shares it instead of holding a second copy of the largest weights.
+        encoder = self.student.encoder
+        return (
+            frozen(self.student, None if self.cfg.distill.train_encoder else {id(encoder): encoder}),
+            frozen(self.predictor),
+            None if self.novelty is None else frozen(self.novelty),
+        )
+
+    def acting_state(self) -> dict[str, dict[str, torch.Tensor]]:
+        """The acting student (without a fixed encoder), predictor and (for a gate that reads it) novelty
+        ensemble weights, copied under the lock: what another process's acting copies take
+        (`set_acting`)."""
+        student = self._acting_state()
+        parts = {"predictor": self.acting_predictor, "novelty": self.acting_novelty}
+        with self.lock:
+            copies = {
+                name: {k: v.clone() for k, v in m.state_dict().items()}
+                for name, m in parts.items()
+                if m is not None
+            }
+        return {"student": student, **copies}
+
+    def set_acting(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Load `acting_state()` of a learner of the same config into the acting copies, under the lock:
+        acting sees the old weights or the new ones, never a mix. The ensemble too: a node's acting learner
+        never updates, so without it a novelty gate would read an untrained ensemble's disagreement."""
+        with self.lock, torch.no_grad():
+            self.acting.load_state_dict(state["student"], strict=not self._fixed_prefixes)
+            self.acting_predictor.load_state_dict(state["predictor"])
+            if self.acting_novelty is not None:
+                self.acting_novelty.load_state_dict(state["novelty"])
+
+    def get_policy(self) -> tuple[StudentPolicy, StatePredictor]:
+        """The acting student and predictor (eval mode): what `export_artifact` writes."""
+        with self.lock:
+            return self.acting, self.acting_predictor
+
+    def snapshot_policy(self) -> tuple[StudentPolicy, StatePredictor, Novelty | None]:
+        """Copies of the acting student, predictor and (for a gate that reads it) novelty ensemble taken
+        under the lock: one consistent version, which later updates do not touch (for exporting while
+        learning goes on)."""
+        with self.lock:
+            return copy.deepcopy(self.acting), copy.deepcopy(self.acting_predictor), self._novelty_export()
+
+    def novelty_export(self) -> Novelty | None:
+        """The acting novelty ensemble as an artifact carries it (None without one), copied under the lock."""
+        with self.lock:
+            return self._novelty_export()
+
+    def _novelty_export(self) -> Novelty | None:
+        from policies.export import Novelty  # the exporter's imports (onnx) cost the node's start-up 0.7 s
+
+        if self.acting_novelty is None:
+            return None
+        state = {k: v.clone() for k, v in self.acting_novelty.state_dict().items()}
+        return Novelty(self.cfg.novelty.model_dump(mode="json"), state)
+
+    # ---- checkpoints -----------------------------------------------------------------------------------
+    def save(self) -> dict[str, Any]:
+        """Learner state (tensors and plain values only: loadable with weights_only=True)."""
+        return {
+            "student": self.student.state_dict(),
+            "predictor": self.predictor.state_dict(),
+            "novelty": None if self.novelty is None else self.novelty.state_dict(),
+            "memory_readout": None if self.memory_readout is None else self.memory_readout.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "gate": self.gate.state_dict(),
+            "signal_mix": None if self.mix is None else self.mix.state_dict(),
+            "steps": self.steps,
+            "teacher_steps": self.teacher_steps,
+            "updates": self.updates,
+            "rng": self.rng.bit_generator.state,
+            # the averaged acting student (`acting_ema`), without a fixed encoder: the learner's is the same
+            "acting": self._acting_state() if self.cfg.distill.acting_ema > 0 else None,
+        }
+
+    @property
+    def _fixed_prefixes(self) -> tuple[str, ...]:
+        """State-dict prefixes the acting student shares with the learner (a fixed encoder): never copied."""
+        return () if self.cfg.distill.train_encoder else ("encoder.",)
+
+    def _acting_state(self) -> dict[str, torch.Tensor]:
+        skip = self._fixed_prefixes
+        with self.lock:
+            return {k: v.clone() for k, v in self.acting.state_dict().items() if not k.startswith(skip)}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Restore `save()`; a checkpoint of another config (shapes) is refused with the mismatch named."""
+        try:
+            self.student.load_state_dict(state["student"])
+            self.predictor.load_state_dict(state["predictor"])
+            if self.novelty is not None:
+                self.novelty.load_state_dict(state["novelty"])
+            if self.memory_readout is not None:
+                self.memory_readout.load_state_dict(state["memory_readout"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"OPD checkpoint does not fit this learner's config: {err}") from None
+        self.gate.load_state_dict(state["gate"])
+        if self.mix is not None and state.get("signal_mix") is not None:
+            self.mix.load_state_dict(state["signal_mix"])
+        self.steps, self.updates = int(state["steps"]), int(state["updates"])
+        self.teacher_steps = int(state["teacher_steps"])
+        self.rng.bit_generator.state = state["rng"]
+        self.sync_policy()
+        if self.cfg.distill.acting_ema > 0 and state.get("acting") is not None:
+            with self.lock:
+                self.acting.load_state_dict(state["acting"], strict=not self._fixed_prefixes)
+
+
+def learner_from_artifact(
+    artifact: Artifact, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int = 1, learning: bool = True
+) -> OnlineDistillation:
+    """The OPD learner of a deployed student: the artifact's head, predictor and novelty ensemble if it
+    has one (its torch weights, verified by the artifact's hashes) on the state embeddings of its fixed
+    encoder, as the live node runs it."""
+    manifest = artifact.manifest
+    student_cfg = StudentConfig.from_dict(manifest["config"]["student"], f"{artifact.root}: config.student")
+    predictor_cfg = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
+    distill = cfg.distill.model_copy(update={"train_encoder": False})
+    update: dict[str, Any] = {"predictor": predictor_cfg, "distill": distill}
+    novelty = manifest["config"].get("novelty")  # the shape of the ensemble it carries
+    if novelty is not None:
+        update["novelty"] = NoveltyConfig.from_dict(novelty, f"{artifact.root}: config.novelty")
+    cfg = cfg.model_copy(update=update)
+    with _no_weight_init():  # every weight comes from the artifact just below
+        student = StudentPolicy(student_cfg, artifact.contract)
+    learner = OnlineDistillation(student, teacher, cfg, num_envs, learning=learning)
+    load_artifact_weights(learner, artifact)
+    return learner
+
+
+def load_artifact_weights(
+    learner: OnlineDistillation,
+    artifact: Artifact,
+    new_memory: bool = False,
+    wider: bool = False,
+    novelty: bool = True,
+) -> None:
+    """The artifact's student and predictor torch weights (verified by its hashes), and with `novelty` its
+    novelty ensemble's where both it and the learner have one, into the learner and its acting copies;
+    weights that do not fit the learner are one error naming the artifact.
+
+    `new_memory`: the artifact's head has no memory and the learner's head keeps its own (freshly built,
+    zero-projection) `FrameMemory`, so it starts out acting as the artifact's student.
+    `wider`: the learner's camera is wider than the artifact's (same height): the image position embedding
+    is widened (`policies.image_encoder.widen_positions`).
+    """
+    weights = artifact.manifest["weights"]
+    try:
+        state = load_torch(artifact.path(weights["student"]))
+        if wider:
+            image, pos = learner.student.cfg.encoder.image, "encoder.image.pos"
+            rows, cols = image.height // image.stride, image.width // image.stride
+            state[pos] = widen_positions(state[pos], rows, cols)
+        missing, unexpected = learner.student.load_state_dict(state, strict=False)
+        kept = {k for k in missing if new_memory and k.startswith("memory.")}
+        if unexpected or set(missing) - kept:
+            raise RuntimeError(f"missing keys {sorted(set(missing) - kept)}, unexpected {sorted(unexpected)}")
+        predictor = load_torch(artifact.path(weights["predictor"]))
+        learner.predictor.load_state_dict(predictor)
+        if novelty and learner.novelty is not None and "novelty" in weights:
+            learner.novelty.load_state_dict(load_torch(artifact.path(weights["novelty"])))
+    except (RuntimeError, KeyError) as err:
+        raise ValueError(f"{artifact.root}: weights do not fit the learner's config: {err}") from None
+    learner.sync_policy()
+
+
+@contextmanager
+def _no_weight_init() -> Iterator[None]:
+    """Modules built in here skip their random initialisation (half a second for the ResNet trunk on this
+    CPU): for modules whose every parameter is loaded right after. torch.nn.init is process-wide, so
+    nothing else may build modules meanwhile; the learner is built before any thread acts on it."""
+    names = [n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]
+    saved = {n: getattr(torch.nn.init, n) for n in names}
+    try:
+        for n in names:
+            setattr(torch.nn.init, n, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for n, fn in saved.items():
+            setattr(torch.nn.init, n, fn)

@@ -1,0 +1,154 @@
+"""The OPD core as a live robot runs it: built from a deployed artifact; its student versions written as
+artifacts (the learner itself runs in a process of its own: `opd.live.process`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from opd.distill.learner import OnlineDistillation, OPDConfig, learner_from_artifact
+from opd.evaluation import load_teacher
+from policies.artifact import MANIFEST, Artifact, sha256_file
+from policies.config import load_yaml_mapping
+from policies.export import Novelty, export_head_version
+from policies.state_predictor import PredictorConfig, StatePredictor
+from policies.student_policy import StudentConfig, StudentPolicy
+from policies.torch_files import load_torch
+from sim.config import PROJECT_ROOT, from_root
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TEACHER = PROJECT_ROOT / "sim/robots/diffbot/teacher/teacher.pt"
+DEFAULT_OPD_CONFIG = PROJECT_ROOT / "opd/configs/live.yaml"  # its `opd:` section
+
+
+def teacher_record(checkpoint: str | Path) -> dict[str, str]:
+    """The manifest's record of the teacher a student was distilled from: the path as configured (relative
+    to the project root when it is inside it) and the checkpoint's SHA-256."""
+    return {"checkpoint": str(checkpoint), "sha256": sha256_file(from_root(checkpoint))}
+
+
+def default_teacher(artifact: Artifact) -> Path:
+    """The teacher the OPD core runs with `artifact` unless told otherwise: the one it was distilled from
+    (its predictor predicts what that teacher sees), else the committed one. A recorded teacher that is
+    missing or has changed is refused, not replaced."""
+    record = artifact.manifest.get("teacher")
+    if not record:
+        return DEFAULT_TEACHER
+    path = from_root(record["checkpoint"])
+    if not path.is_file():
+        raise FileNotFoundError(f"{artifact.root} was distilled from the teacher {path}, which is missing; "
+                                "pass the teacher checkpoint explicitly")  # fmt: skip
+    if sha256_file(path) != record["sha256"]:
+        raise ValueError(
+            f"{artifact.root} was distilled from the teacher {path}, which has changed "
+            f"since (SHA-256 {record['sha256'][:12]}... recorded); pass the teacher explicitly"
+        )
+    return path
+
+
+def default_versions_dir(artifact: Artifact) -> Path:
+    """~/.cache/agent/versions/<first 12 hex of the base artifact's manifest hash>: the artifact itself may
+    be read-only on a robot, and versions of two bases never mix."""
+    digest = sha256_file(artifact.root / MANIFEST)[:12]
+    return Path.home() / ".cache" / "agent" / "versions" / digest
+
+
+def load_learner(
+    artifact: Artifact, teacher: str | Path = "", opd_config: str | Path = "", learning: bool = True
+) -> OnlineDistillation:
+    """One-env learner on the artifact's head and predictor, the frozen teacher, the `opd:` section of a
+    student training YAML (empty arguments: `default_teacher(artifact)`, opd/configs/live.yaml);
+    `learning=False`: it never updates and keeps no sample store."""
+    path = Path(opd_config or DEFAULT_OPD_CONFIG)
+    try:
+        data, source = load_yaml_mapping(path, "opd_config")  # `extends:` resolved
+    except OSError as err:
+        raise ValueError(f"opd_config {path}: {err}") from None
+    cfg = OPDConfig.from_dict(data.get("opd", {}), f"{source}: opd")
+    return learner_from_artifact(artifact, load_teacher(teacher or default_teacher(artifact)), cfg,
+                                 learning=learning)  # fmt: skip
+
+
+class VersionWriter:
+    """Writes the acting student as new artifact versions, so the nodes that deploy it can swap to it.
+
+    Every `every_s` (monotonic) the learner process calls `write`: the acting head and predictor (and a
+    novelty gate's ensemble), copied under the learner's lock, become `root/vNNNNNN`
+    (`policies.export.export_head_version`: the base's encoder files verbatim, new hashes, written
+    atomically), and `on_version(path, number)` announces it.
+    The export runs in a child process at low priority: torch's ONNX exporter is seconds of pure Python, and
+    in this process it held the GIL against the control loop (measured: image -> command p99 173 ms and 412
+    missed cycles in 5 min with a version a minute; docs/graph_learning.md). Only the newest `keep` versions
+    stay on disk: a node loading one has `every_s` x (keep - 1) to do so. A failed export is logged and
+    skipped.
+    """
+
+    def __init__(self, base: Artifact, root: str | Path, every_s: float,
+                 on_version: Callable[[Path, int], None], keep: int = 3) -> None:  # fmt: skip
+        if every_s <= 0 or keep < 2:
+            raise ValueError(f"every_s ({every_s}) must be > 0 and keep ({keep}) >= 2")
+        self.base, self.root, self.every_s, self.keep = base, Path(root), every_s, keep
+        self.on_version = on_version
+        existing = sorted(self.root.glob("v[0-9]*")) if self.root.is_dir() else []
+        self.number = int(existing[-1].name[1:]) if existing else 0  # numbers keep rising across restarts
+        self._last = time.monotonic()
+
+    def due(self) -> bool:
+        return time.monotonic() - self._last >= self.every_s
+
+    def write(self, learner: OnlineDistillation) -> Path | None:
+        """Export the acting student now; returns the version's directory (None if the export failed)."""
+        self._last = time.monotonic()
+        student, predictor, novelty = learner.snapshot_policy()
+        number = self.number + 1
+        path = self.root / f"v{number:06d}"
+        self.root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.root, prefix=".weights-") as tmp:
+            torch.save(student.state_dict(), Path(tmp) / "student.pt")
+            torch.save(predictor.state_dict(), Path(tmp) / "predictor.pt")
+            if novelty is not None:
+                novelty.save(Path(tmp))
+                (Path(tmp) / "novelty.json").write_text(json.dumps(novelty.config))
+            cmd = [sys.executable, "-m", "opd.live.loading", str(self.base.root), tmp, str(path), str(number)]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)  # releases the GIL
+        if done.returncode != 0:
+            log.warning("student version %d not written: %s", number, done.stderr.strip()[-2000:])
+            return None
+        self.number = number
+        for old in sorted(self.root.glob("v[0-9]*"))[: -self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        self.on_version(path, number)
+        return path
+
+
+def export_version_main(argv: list[str]) -> None:
+    """Child process of `VersionWriter.write`: BASE WEIGHTS_DIR OUT NUMBER -> the version at OUT."""
+    os.nice(10)  # below the control loop
+    torch.set_num_threads(1)
+    base_dir, weights, out, number = argv
+    base = Artifact.load(base_dir)
+    config = base.manifest["config"]
+    student = StudentPolicy(StudentConfig.from_dict(config["student"]), base.contract)
+    student.load_state_dict(load_torch(Path(weights) / "student.pt"))
+    predictor = StatePredictor(PredictorConfig.from_dict(config["predictor"]))
+    predictor.load_state_dict(load_torch(Path(weights) / "predictor.pt"))
+    novelty = None
+    if (Path(weights) / Novelty.FILE).is_file():
+        state = load_torch(Path(weights) / Novelty.FILE)
+        novelty = Novelty(json.loads((Path(weights) / "novelty.json").read_text()), state)
+    export_head_version(base, student, predictor, out, int(number), novelty)
+
+
+if __name__ == "__main__":
+    export_version_main(sys.argv[1:])
