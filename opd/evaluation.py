@@ -17,17 +17,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-import yaml
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import Config
 from policies.embedding_window import EmbeddingWindow
 from policies.runtime.student_runtime import StudentRuntime
-from policies.skill_contract import SkillContract
-from policies.teacher_policy import TeacherConfig, TeacherPolicy
+from policies.teacher_policy import TeacherPolicy
 from policies.teacher_view import TeacherView, ViewConfig, ViewObject
-from policies.torch_files import load_torch
 from sim.config import PROJECT_ROOT
 
 if TYPE_CHECKING:
@@ -61,24 +58,6 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
     centre = (p + z**2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def load_teacher(path: str | Path) -> TeacherPolicy:
-    """A trained teacher from teacher.pt and the teacher.yaml beside it (weights only), in eval mode."""
-    path = Path(path)
-    meta_path = path.with_suffix(".yaml")
-    if not path.is_file() or not meta_path.is_file():
-        raise FileNotFoundError(f"teacher checkpoint needs {path} and {meta_path}")
-    meta = yaml.safe_load(meta_path.read_text())
-    contract = SkillContract.from_dict(meta["contract"], str(meta_path))
-    policy = TeacherPolicy(
-        int(meta["obs_dim"]),
-        contract,
-        TeacherConfig.from_dict(meta["teacher"], str(meta_path)),
-        meta.get("privileged_fields"),
-    )
-    policy.load_state_dict(load_torch(path))
-    return policy.eval()
 
 
 def project_path(path: str | Path) -> str:

@@ -28,9 +28,10 @@ import torch
 from torch import nn
 
 from policies.artifact import ARTIFACT_FORMAT, MANIFEST, Artifact, sha256_file
+from policies.predictor_config import PredictorConfig
 from policies.quantize import load_calibration, quantize_int8, synthetic_calibration
 from policies.skill_contract import SkillContract
-from policies.state_predictor import PredictorConfig, StatePredictor
+from policies.state_predictor import StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.tensorrt_compat import tensorrt_problems
 from policies.torch_files import load_torch

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
+import yaml
 from pydantic import Field
 from torch import nn
 
@@ -12,6 +15,7 @@ from policies.hybrid_head import HeadConfig, HybridActionHead, HybridDist, mlp
 from policies.running_norm import RunningNorm
 from policies.skill_contract import SkillContract
 from policies.teacher_view import Sightings, TeacherView, ViewConfig
+from policies.torch_files import load_torch
 
 
 class TeacherConfig(Config):
@@ -117,3 +121,21 @@ class TeacherPolicy(nn.Module):
             s = self.head.sample(dist)
             skill, params = s.skill, self.head.mask_params(s.skill, s.params)
         return skill.numpy(), params.double().numpy()
+
+
+def load_teacher(path: str | Path) -> TeacherPolicy:
+    """A trained teacher from teacher.pt and the teacher.yaml beside it (weights only), in eval mode."""
+    path = Path(path)
+    meta_path = path.with_suffix(".yaml")
+    if not path.is_file() or not meta_path.is_file():
+        raise FileNotFoundError(f"teacher checkpoint needs {path} and {meta_path}")
+    meta = yaml.safe_load(meta_path.read_text())
+    contract = SkillContract.from_dict(meta["contract"], str(meta_path))
+    policy = TeacherPolicy(
+        int(meta["obs_dim"]),
+        contract,
+        TeacherConfig.from_dict(meta["teacher"], str(meta_path)),
+        meta.get("privileged_fields"),
+    )
+    policy.load_state_dict(load_torch(path))
+    return policy.eval()

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from opd.distill.learner import OnlineDistillation, native_bf16
-from opd.evaluation import load_teacher
 from opd.runs import flushed_denormals
 from opd.student.trainer import SWITCH, StudentTrainConfig
 from policies.student_policy import StudentConfig, StudentPolicy
+from policies.teacher_policy import load_teacher
 from sim.config import from_root
 
 PRECISIONS = ("fp32", "bf16")

@@ -51,7 +51,6 @@ from opd.evaluation import (
     config_sha256,
     evaluate_student,
     evaluate_teacher,
-    load_teacher,
     project_path,
     wilson_interval,
 )
@@ -66,6 +65,7 @@ from opd.student.trainer import (
 from policies.artifact import MANIFEST, Artifact
 from policies.config import Config
 from policies.runtime import load_student
+from policies.teacher_policy import load_teacher
 from sim.config import from_root
 from sim.real_robot_proxy import ProxyConfig
 

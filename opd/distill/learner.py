@@ -32,129 +32,39 @@ import copy
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from pydantic import Field, model_validator
 
-from opd.distill.aligned_buffer import AlignConfig, AlignedBuffer, AlignedSample, StudentEntry, TeacherEntry
+from opd.distill.aligned_buffer import AlignedBuffer, AlignedSample, StudentEntry, TeacherEntry
 from opd.distill.augment import random_shift
-from opd.distill.gate import Gate, GateConfig
+from opd.distill.config import OPDConfig, resolve_config, state_width
+from opd.distill.gate import Gate
 from opd.distill.model_memo import ModelMemo
-from opd.distill.novelty import EnsembleNovelty, NoveltyConfig
+from opd.distill.novelty import EnsembleNovelty
 from opd.distill.sample_store import SampleStore, StoreSpec
 from opd.distill.signal_mix import SignalMix
-from policies.artifact import Artifact
-from policies.config import Config
 from policies.distill_losses import categorical_kl, masked_param_loss
 from policies.embedding_window import EmbeddingWindow
-from policies.image_encoder import widen_positions
-from policies.state_predictor import PredictorConfig, StatePredictor
-from policies.student_policy import StudentConfig, StudentPolicy
+from policies.state_predictor import StatePredictor
+from policies.student_policy import StudentPolicy
 from policies.teacher_policy import TeacherPolicy
-from policies.torch_files import load_torch
 
 if TYPE_CHECKING:
     from policies.export import Novelty
 
 log = logging.getLogger(__name__)
-Switch = Literal["predictor", "novelty", "predictor_novelty", "student", "teacher"]
+
+
 FRAME_KEYS = ("image", "imu", "skill", "progress", "step")  # raw student inputs, as the encoder takes them
 
 
 def native_bf16() -> bool:
     """This CPU computes bfloat16 natively (AMX or AVX512-BF16), so `distill.precision: bf16` pays off."""
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-
-
-class DistillConfig(Config):
-    """Distillation losses and the learner's optimiser."""
-
-    skill_kl: float = Field(1.0, ge=0)  # weight of KL(teacher || student) on skill logits, 1
-    params: float = Field(1.0, ge=0)  # weight of the masked parameter loss (half-range units), 1
-    state_pred: float = Field(1.0, ge=0)  # weight of the state-prediction loss (teacher-state std units), 1
-    novelty: float = Field(1.0, ge=0)  # weight of the ensemble's own loss (its switches only), 1
-    lr: float = Field(3e-4, gt=0)  # Adam learning rate
-    batch_size: int = Field(64, ge=1)  # samples per update
-    capacity: int = Field(20_000, ge=1)  # aligned samples kept (first in, first out), samples
-    grad_clip: float = Field(10.0, gt=0)  # max global gradient norm
-    image_shift_px: int = Field(
-        0, ge=0
-    )  # random shift of each training image, px (opd.distill.augment); 0 = off
-    train_encoder: bool = True  # False: frames are embeddings of a fixed encoder (the live node)
-    sync_every: int = Field(1, ge=1)  # updates between copies of the learner into the acting student
-    # The acting student (what acts, and what is exported) as an exponential moving average of the learner's
-    # weights: acting <- acting_ema * acting + (1 - acting_ema) * learner at each sync; 0 = a plain copy.
-    # Polyak averaging smooths the update-to-update swings of a student that imitates a small store.
-    acting_ema: float = Field(0.0, ge=0.0, lt=1.0)
-    state_std_min: float = Field(0.01, gt=0)  # floor of a teacher-state field's std, field units
-    # Each sample's skill and parameter losses weighted by (share of its teacher skill in the store)^-balance,
-    # normalised to mean 1 over the batch: 0 = uniform; 1 = every skill weighs the same in total. A student
-    # that drives well mostly sees the teacher drive, so the rarer turns and stops it must copy near
-    # obstacles weigh little under uniform weights.
-    skill_balance: float = Field(0.0, ge=0.0, le=1.0)
-    # The action label of a frame stamped t is the teacher's action at t + label_lead * align.period_s
-    # (the newest found up to there), not at t: the student acts on a frame ~120 ms after it was taken,
-    # so a label at t teaches it to do late what the teacher did on time. 0 = the teacher's at t.
-    label_lead: int = Field(0, ge=0)  # control periods, at most predictor.horizon
-    # Batches drawn with probability ~ (the sample's last skill + parameter loss)^priority_alpha instead of
-    # uniformly (opd.distill.sample_store.SampleStore.sample): the few windows before an obstacle where the
-    # student still drives and the teacher turns are ~1% of a store whose mean KL is ~0.02. 0 = uniform.
-    priority_alpha: float = Field(0.0, ge=0.0, le=1.0)
-    # Share of each batch drawn from the samples whose decision the gate gave to the teacher (the rest from
-    # the others), as intervention-weighted regression does (IWR, Mandlekar et al. 2020: 0.5). Once the
-    # gate's budget has decayed the teacher takes ~5% of decisions, so under uniform batches the states
-    # where the student needed it are diluted by its own easy driving. 0 = uniform (DAgger has none).
-    takeover_share: float = Field(0.0, ge=0.0, lt=1.0)
-    # Weight of the memory's state loss: a linear read-out of the head's input (the newest embedding plus
-    # the memory's correction) predicts the teacher-side state one period after the newest frame, which
-    # for a remembering teacher holds the obstacles it has seen and no longer sees. The predictor reads
-    # only the last `predictor.history` frames, so nothing else asks the memory to keep where an obstacle
-    # went. Needs a head with memory; the read-out is for training only (not exported). 0 = off.
-    memory_state: float = Field(0.0, ge=0)
-    # Number format of the encoder's forward and backward in `update` (weights and optimiser stay float32):
-    # "bf16" autocasts to bfloat16. On a CPU with AMX or AVX512-BF16 an update of the wide CPU student
-    # costs ~0.46 of float32's (profiled here); on one without, bfloat16 is emulated and slower than float32.
-    precision: Literal["fp32", "bf16"] = "fp32"
-
-
-class OPDConfig(Config):
-    """The OPD core: which signal gates the teacher, the buffer, the gate, the losses, the predictor."""
-
-    # predictor: OPD; novelty: ensemble disagreement (ThriftyDAgger-style); predictor_novelty: the higher of
-    # the predictor's error and the disagreement mapped onto its scale (opd.distill.signal_mix); student: the
-    # student always acts and the teacher only labels (DAgger); teacher: the teacher always acts (behaviour
-    # cloning).
-    switch: Switch = "predictor"
-    # A teacher silent for this long is gone (its simulation stopped): the student acts alone, or the safe
-    # action goes out when there is no student either.
-    teacher_timeout_s: float = Field(0.5, gt=0)  # s
-    # A student without an accepted frame for this long (camera or encoder stalled) no longer acts.
-    student_timeout_s: float = Field(0.5, gt=0)  # s
-    align: AlignConfig = Field(default_factory=AlignConfig)
-    gate: GateConfig = Field(default_factory=GateConfig)
-    distill: DistillConfig = Field(default_factory=DistillConfig)
-    predictor: PredictorConfig = Field(default_factory=PredictorConfig)
-    novelty: NoveltyConfig = Field(default_factory=NoveltyConfig)
-
-    @model_validator(mode="after")
-    def _one_batch_rule(self) -> OPDConfig:
-        if self.distill.takeover_share > 0 and self.distill.priority_alpha > 0:
-            raise ValueError("distill.takeover_share and distill.priority_alpha both set: choose one")
-        return self
-
-    @model_validator(mode="after")
-    def _lead_within_horizon(self) -> OPDConfig:
-        if self.distill.label_lead > self.predictor.horizon:
-            raise ValueError(
-                f"distill.label_lead ({self.distill.label_lead}) exceeds predictor.horizon "
-                f"({self.predictor.horizon}): the buffer finds teacher entries only that far ahead"
-            )
-        return self
 
 
 @dataclass(frozen=True)
@@ -211,32 +121,6 @@ class EpisodeMetrics:
             "param_error": self.param_error_sum / max(self.agree_steps, 1),
             "pred_error": [float(e) for e in self.horizon_error_sum / counts],
         }
-
-
-def state_width(teacher: TeacherPolicy) -> int:
-    """Dq: the width of the teacher-side state the predictor predicts (the teacher reads it and the skill
-    one-hot)."""
-    return teacher.obs_dim - teacher.contract.num_skills
-
-
-def resolve_config(cfg: OPDConfig, student: StudentConfig, teacher: TeacherPolicy) -> OPDConfig:
-    """The OPD config a learner of this student and teacher runs, its derived values filled in: the
-    predictor's widths (the student's embedding in, the teacher-side state out) and the buffer's window and
-    horizon. Resolving a resolved config changes nothing, so a run's saved config is the one it ran.
-
-    A given predictor.out_dim that is not the teacher's is refused."""
-    dq = state_width(teacher)
-    if cfg.predictor.out_dim not in (None, dq):
-        raise ValueError(
-            f"predictor.out_dim ({cfg.predictor.out_dim}) must equal the teacher's privileged state "
-            f"width ({dq})"
-        )
-    predictor = cfg.predictor.model_copy(update={"in_dim": student.encoder.embed_dim, "out_dim": dq})
-    # The buffer's windows and targets are the inputs (the predictor's and the head's) and the predictor's
-    # outputs: one definition. A window is the longer of the two inputs; each model takes its newest frames.
-    history = max(cfg.predictor.history, student.memory.frames)
-    align = cfg.align.model_copy(update={"history": history, "horizon": cfg.predictor.horizon})
-    return cfg.model_copy(update={"predictor": predictor, "align": align})
 
 
 class OnlineDistillation:
@@ -828,77 +712,3 @@ class OnlineDistillation:
         if self.cfg.distill.acting_ema > 0 and state.get("acting") is not None:
             with self.lock:
                 self.acting.load_state_dict(state["acting"], strict=not self._fixed_prefixes)
-
-
-def learner_from_artifact(
-    artifact: Artifact, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int = 1, learning: bool = True
-) -> OnlineDistillation:
-    """The OPD learner of a deployed student: the artifact's head, predictor and novelty ensemble if it
-    has one (its torch weights, verified by the artifact's hashes) on the state embeddings of its fixed
-    encoder, as the live node runs it."""
-    manifest = artifact.manifest
-    student_cfg = StudentConfig.from_dict(manifest["config"]["student"], f"{artifact.root}: config.student")
-    predictor_cfg = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
-    distill = cfg.distill.model_copy(update={"train_encoder": False})
-    update: dict[str, Any] = {"predictor": predictor_cfg, "distill": distill}
-    novelty = manifest["config"].get("novelty")  # the shape of the ensemble it carries
-    if novelty is not None:
-        update["novelty"] = NoveltyConfig.from_dict(novelty, f"{artifact.root}: config.novelty")
-    cfg = cfg.model_copy(update=update)
-    with _no_weight_init():  # every weight comes from the artifact just below
-        student = StudentPolicy(student_cfg, artifact.contract)
-    learner = OnlineDistillation(student, teacher, cfg, num_envs, learning=learning)
-    load_artifact_weights(learner, artifact)
-    return learner
-
-
-def load_artifact_weights(
-    learner: OnlineDistillation,
-    artifact: Artifact,
-    new_memory: bool = False,
-    wider: bool = False,
-    novelty: bool = True,
-) -> None:
-    """The artifact's student and predictor torch weights (verified by its hashes), and with `novelty` its
-    novelty ensemble's where both it and the learner have one, into the learner and its acting copies;
-    weights that do not fit the learner are one error naming the artifact.
-
-    `new_memory`: the artifact's head has no memory and the learner's head keeps its own (freshly built,
-    zero-projection) `FrameMemory`, so it starts out acting as the artifact's student.
-    `wider`: the learner's camera is wider than the artifact's (same height): the image position embedding
-    is widened (`policies.image_encoder.widen_positions`).
-    """
-    weights = artifact.manifest["weights"]
-    try:
-        state = load_torch(artifact.path(weights["student"]))
-        if wider:
-            image, pos = learner.student.cfg.encoder.image, "encoder.image.pos"
-            rows, cols = image.height // image.stride, image.width // image.stride
-            state[pos] = widen_positions(state[pos], rows, cols)
-        missing, unexpected = learner.student.load_state_dict(state, strict=False)
-        kept = {k for k in missing if new_memory and k.startswith("memory.")}
-        if unexpected or set(missing) - kept:
-            raise RuntimeError(f"missing keys {sorted(set(missing) - kept)}, unexpected {sorted(unexpected)}")
-        predictor = load_torch(artifact.path(weights["predictor"]))
-        learner.predictor.load_state_dict(predictor)
-        if novelty and learner.novelty is not None and "novelty" in weights:
-            learner.novelty.load_state_dict(load_torch(artifact.path(weights["novelty"])))
-    except (RuntimeError, KeyError) as err:
-        raise ValueError(f"{artifact.root}: weights do not fit the learner's config: {err}") from None
-    learner.sync_policy()
-
-
-@contextmanager
-def _no_weight_init() -> Iterator[None]:
-    """Modules built in here skip their random initialisation (half a second for the ResNet trunk on this
-    CPU): for modules whose every parameter is loaded right after. torch.nn.init is process-wide, so
-    nothing else may build modules meanwhile; the learner is built before any thread acts on it."""
-    names = [n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]
-    saved = {n: getattr(torch.nn.init, n) for n in names}
-    try:
-        for n in names:
-            setattr(torch.nn.init, n, lambda tensor, *args, **kwargs: tensor)
-        yield
-    finally:
-        for n, fn in saved.items():
-            setattr(torch.nn.init, n, fn)

@@ -8,20 +8,12 @@ members' skill probabilities and range-normalised parameters, so both parts of t
 from __future__ import annotations
 
 import torch
-from pydantic import Field
 from torch import nn
 
-from policies.config import Config
+from opd.distill.config import NoveltyConfig
 from policies.distill_losses import categorical_kl, masked_param_loss
 from policies.hybrid_head import HeadConfig, HybridActionHead
 from policies.skill_contract import SkillContract
-
-
-class NoveltyConfig(Config):
-    """Ensemble of action heads whose disagreement gates the teacher (the `novelty` method)."""
-
-    members: int = Field(5, ge=2, le=32)  # heads in the ensemble
-    hidden: list[int] = Field(default_factory=lambda: [128])  # MLP widths of each head, units
 
 
 class EnsembleNovelty(nn.Module):

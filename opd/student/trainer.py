@@ -44,25 +44,26 @@ import torch
 import yaml
 from pydantic import Field
 
-from opd.distill.learner import OnlineDistillation, OPDConfig, load_artifact_weights, resolve_config
-from opd.distill.novelty import NoveltyConfig
-from opd.evaluation import load_teacher, project_path, training_reset_seed
+from opd.distill.config import NoveltyConfig, OPDConfig, resolve_config
+from opd.distill.from_artifact import load_artifact_weights
+from opd.distill.learner import OnlineDistillation
+from opd.evaluation import project_path, training_reset_seed
 from opd.runs import checkpoint_path, checkpoints, flushed_denormals, stop_on_signals
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import Config
 from policies.files import atomic_path, write_atomic
-from policies.state_predictor import PredictorConfig
+from policies.predictor_config import PredictorConfig
 from policies.student_policy import StudentConfig, StudentPolicy
-from policies.teacher_policy import TeacherPolicy
+from policies.teacher_policy import TeacherPolicy, load_teacher
 from policies.torch_files import load_torch
 from sim.config import SimConfig, from_root
+from sim.robots import diffbot
 
 log = logging.getLogger(__name__)
 
 Method = Literal["opd", "dagger", "novelty", "sim_only", "sim_only_dr", "opd_novelty"]
 SWITCH = {"opd": "predictor", "novelty": "novelty", "dagger": "student", "sim_only": "student",
           "sim_only_dr": "student", "opd_novelty": "predictor_novelty"}  # fmt: skip
-DEFAULT_TEACHER = "sim/robots/diffbot/teacher/teacher.pt"
 ROLLING_EPISODES = 100  # the newest finished episodes the logged episode means are over
 # Settings a run may change when it resumes: how long it goes on, how often it logs and checkpoints, its
 # threads, and the artifact it started from (only a fresh run reads it). Any other change is another run.
@@ -78,7 +79,7 @@ class StudentTrainConfig(Config):
     # sim_only_dr's randomised sim (a proxy config that varies only what the sim already has)
     dr_config: str = "sim/configs/proxy_dr.yaml"
     student_config: str = "policies/configs/student_cpu.yaml"  # student architecture
-    teacher: str = DEFAULT_TEACHER  # teacher.pt (teacher.yaml beside it); frozen
+    teacher: str = diffbot.TEACHER  # teacher.pt (teacher.yaml beside it); frozen
     num_envs: int = Field(8, ge=1)  # envs in one backend object
     total_steps: int = Field(100_000, ge=1)  # decisions (control periods), summed over envs
     updates_per_step: float = Field(0.05, gt=0)  # gradient updates per decision, updates
@@ -516,7 +517,7 @@ def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = N
     learner = load_torch(path)["learner"]
     acting = {**learner["student"], **(learner.get("acting") or {})}  # an average without a fixed encoder
     novelty = learner.get("novelty")
-    novelty = None if novelty is None else Novelty(cfg.opd.distill.novelty.model_dump(mode="json"), novelty)
+    novelty = None if novelty is None else Novelty(cfg.opd.novelty.model_dump(mode="json"), novelty)
     with tempfile.TemporaryDirectory(prefix="agent-export-") as tmp:
         weights = {name: Path(tmp) / f"{name}.pt" for name in ("student", "predictor")}
         torch.save(acting, weights["student"])

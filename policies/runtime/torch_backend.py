@@ -7,8 +7,9 @@ import torch
 from torch import nn
 
 from policies.artifact import Artifact
+from policies.predictor_config import PredictorConfig
 from policies.skill_contract import SkillContract
-from policies.state_predictor import PredictorConfig, StatePredictor
+from policies.state_predictor import StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.torch_files import load_torch
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 import yaml
 
-from opd.evaluation import EVAL_SEED, evaluate_teacher, load_teacher, training_reset_seed, wilson_interval
+from opd.evaluation import EVAL_SEED, evaluate_teacher, training_reset_seed, wilson_interval
 from policies.skill_contract import SkillContract
-from policies.teacher_policy import TeacherConfig, TeacherPolicy, teacher_features
+from policies.teacher_policy import TeacherConfig, TeacherPolicy, load_teacher, teacher_features
 from sim.robots.diffbot import constants
 from sim.vector_env import DiffBotVectorEnv
 
@@ -273,8 +273,8 @@ def test_the_collision_witness_keeps_what_was_hit_and_what_each_side_chose_befor
 def test_the_student_evaluation_witnesses_every_collision_it_counts(tmp_path) -> None:
     from opd.evaluation import evaluate_student
     from policies.export import export_artifact
+    from policies.predictor_config import PredictorConfig
     from policies.runtime import load_student
-    from policies.state_predictor import PredictorConfig
     from policies.student_policy import StudentConfig
     from sim.config import SimConfig
     from sim.gym_env import CONFIG_DIR
@@ -305,8 +305,8 @@ def test_the_student_evaluation_witnesses_every_collision_it_counts(tmp_path) ->
 def test_a_skill_bias_moves_the_students_argmax_and_the_chosen_skill_keeps_the_heads_parameters(tmp_path):
     from opd.evaluation import StudentDriver, biased_student
     from policies.export import export_artifact
+    from policies.predictor_config import PredictorConfig
     from policies.runtime import load_student
-    from policies.state_predictor import PredictorConfig
     from policies.student_policy import StudentConfig
 
     cfg = StudentConfig.from_dict({

@@ -10,8 +10,8 @@ import pytest
 
 from policies.artifact import ARTIFACT_FORMAT, Artifact, ArtifactError
 from policies.export import ONNX_OPSET, export_artifact, robot_privileged_fields
+from policies.predictor_config import PredictorConfig
 from policies.runtime import BackendUnavailable, load_model, load_student
-from policies.state_predictor import PredictorConfig
 from policies.tensorrt_compat import tensorrt_problems
 
 # Documented parity tolerance of the fp32 ONNX Runtime (and TensorRT fp32) backends against torch eager.

@@ -6,8 +6,8 @@ import torch
 
 from policies.embedding_window import EmbeddingWindow
 from policies.export import export_artifact
+from policies.predictor_config import PredictorConfig
 from policies.runtime import load_student
-from policies.state_predictor import PredictorConfig
 from policies.student_policy import StudentConfig, StudentPolicy
 
 W = 4  # frames the tests' heads see

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from policies.state_predictor import PredictorConfig, StatePredictor
+from policies.predictor_config import PredictorConfig
+from policies.state_predictor import StatePredictor
 
 
 def test_shapes_and_explicit_state():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from opd.evaluation import load_teacher
+from policies.teacher_policy import load_teacher
 from policies.teacher_view import RememberConfig, TeacherView, ViewConfig
 from sim.config import from_root
 from sim.marker_task import privileged_fields

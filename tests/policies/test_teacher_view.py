@@ -8,10 +8,9 @@ import pytest
 import torch
 import yaml
 
-from opd.evaluation import load_teacher
 from opd.teacher.trainer import TeacherTrainConfig
 from policies.skill_contract import SkillContract
-from policies.teacher_policy import TeacherConfig, TeacherPolicy, teacher_features
+from policies.teacher_policy import TeacherConfig, TeacherPolicy, load_teacher, teacher_features
 from policies.teacher_view import TeacherView, ViewConfig
 from sim.config import from_root
 from sim.marker_task import privileged_fields
@@ -95,14 +94,14 @@ def test_a_teacher_with_a_view_acts_the_same_on_states_that_differ_only_out_of_v
 @pytest.mark.parametrize(
     "name",
     [
-        "teacher_view.yaml",
-        "teacher_view_obstacles.yaml",
-        "teacher_view_memory.yaml",
-        "teacher_view_memory_obstacles.yaml",
+        "opd/configs/teacher_view.yaml",
+        "docs/experiments/configs/teacher_view_obstacles.yaml",
+        "opd/configs/teacher_view_memory.yaml",
+        "opd/configs/teacher_view_memory_obstacles.yaml",
     ],  # fmt: skip
 )
 def test_the_shipped_teacher_views_match_the_default_robot(name: str) -> None:
-    cfg = TeacherTrainConfig.from_yaml(from_root(f"opd/configs/{name}"))
+    cfg = TeacherTrainConfig.from_yaml(from_root(name))
     assert cfg.teacher.view is not None
     assert cfg.teacher.view.half_fov_deg == pytest.approx(CAMERA_FOVY_DEG / 2)  # square image: hfov = vfov
     TeacherView(cfg.teacher.view, FIELDS)  # every name exists

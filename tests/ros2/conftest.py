@@ -100,7 +100,7 @@ def ros_context() -> Iterator[object]:
 def tiny_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real exported artifact of a tiny student (32x32 image, 8 IMU samples) for the diffbot contract."""
     from policies.export import export_artifact
-    from policies.state_predictor import PredictorConfig
+    from policies.predictor_config import PredictorConfig
     from policies.student_policy import StudentConfig
 
     cfg = StudentConfig.from_dict({

@@ -318,10 +318,9 @@ def feed_opd(
 def test_drive_opd_executes_the_gates_choice_with_cmd_vel_and_reports_it(
     start_opd: Start, tiny_artifact: Path, tmp_path: Path, who: str
 ) -> None:
-    from opd.evaluation import load_teacher
     from opd.live.loading import DEFAULT_TEACHER
     from policies.runtime import load_student
-    from policies.teacher_policy import teacher_features
+    from policies.teacher_policy import load_teacher, teacher_features
 
     threshold = 1e-9 if who == "teacher" else 1e9  # the predictor's error always above / below it
     cfg = opd_config(tmp_path, threshold_start=threshold, threshold_end=threshold, schedule="constant")

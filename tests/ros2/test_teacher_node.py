@@ -15,8 +15,7 @@ from rclpy.context import Context
 from rclpy.parameter import Parameter
 from ros_harness import Probe, spin_for, spin_until
 
-from opd.evaluation import load_teacher
-from policies.teacher_policy import teacher_features
+from policies.teacher_policy import load_teacher, teacher_features
 
 ERROR = b"\x02"
 STATE, ACTION = "/sim/privileged_state", "/teacher/action"

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from opd.distill.augment import random_shift
-from opd.distill.learner import OnlineDistillation, OPDConfig
+from opd.distill.config import OPDConfig
+from opd.distill.learner import OnlineDistillation
 from policies.export import DEFAULT_CONTRACT
 from policies.skill_contract import SkillContract
 from policies.student_policy import StudentConfig, StudentPolicy
@@ -341,7 +342,7 @@ def live_base(contract, student_cfg, tmp_path):
 
     from policies.artifact import Artifact
     from policies.export import export_artifact
-    from policies.state_predictor import PredictorConfig
+    from policies.predictor_config import PredictorConfig
 
     fields = tuple(f"q{i}" for i in range(DQ))
     base = Artifact.load(export_artifact(tmp_path / "base", student_cfg=student_cfg, contract=contract,

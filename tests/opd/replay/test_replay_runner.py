@@ -109,7 +109,8 @@ def test_without_a_teacher_stream_the_student_acts_alone_and_the_report_says_so(
 def test_a_novelty_gate_is_warned_about_where_the_artifact_holds_no_ensemble(
     split_bag, artifact, tmp_path, caplog
 ) -> None:
-    from opd.distill.novelty import EnsembleNovelty, NoveltyConfig
+    from opd.distill.config import NoveltyConfig
+    from opd.distill.novelty import EnsembleNovelty
     from policies.export import Novelty, export_head_version
     from policies.runtime.torch_backend import build_module
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from opd.evaluation import evaluate_teacher, load_teacher
+from opd.evaluation import evaluate_teacher
 from opd.teacher.trainer import TeacherTrainConfig, TeacherTrainer
-from policies.teacher_policy import TeacherPolicy
+from policies.teacher_policy import TeacherPolicy, load_teacher
 from sim.config import from_root
 
 EVAL_EPISODES = 16

@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from sim.robots import diffbot
+
 PACKAGE = "agent"
 PARAMS_FILE = "agent.yaml"  # under the package share's config/
 README_BEGIN, README_END = "<!-- graph:begin -->", "<!-- graph:end -->"  # the README's generated section
@@ -323,7 +325,7 @@ NODES: tuple[NodeSpec, ...] = (
             _ARTIFACT, _DRIVE,
             Param("teacher_checkpoint", "", "teacher.pt of the OPD core (teacher.yaml beside it); empty = "
                   "the teacher the artifact's student was distilled from, else the committed "
-                  "sim/robots/diffbot/teacher/teacher.pt"),
+                  f"{diffbot.TEACHER}"),
             Param("opd_config", "", "OPD core config (the `opd:` section of a student training YAML); empty "
                   "= opd/configs/live.yaml (the gate as at the end of training)"),
             Param("learn", False, "train the student's head and the predictor online in a learner process"),
@@ -387,7 +389,7 @@ NODES: tuple[NodeSpec, ...] = (
         params=COMMON_PARAMS + (
             _ARTIFACT,
             Param("checkpoint", "", "teacher.pt (teacher.yaml beside it); empty = the teacher the artifact's "
-                  "student was distilled from, else the committed sim/robots/diffbot/teacher/teacher.pt"),
+                  f"student was distilled from, else the committed {diffbot.TEACHER}"),
             Param("input_timeout_s", 0.5, "no privileged state for this long -> diagnostic ERROR (the robot "
                   "brakes on its own command timeout)", "s", 0.01, 60.0),
             _FUTURE,

@@ -27,20 +27,22 @@ from typing import TYPE_CHECKING
 import opd
 import sim
 from agent.commands import at_least, eval_factors
+from sim.config import from_root
+from sim.robots import diffbot
 
 if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not load rich's progress or torch
     from rich.console import Console
     from rich.progress import Progress
 
 SIM_DIR = Path(sim.__file__).parent
-DEFAULT_TEACHER = SIM_DIR / "robots" / "diffbot" / "teacher" / "teacher.pt"
+DEFAULT_TEACHER = from_root(diffbot.TEACHER)
 DEFAULT_PROXY = SIM_DIR / "configs" / "proxy.yaml"
 # opd.evaluation.ASSISTS and ASSIST_RANGE_M, spelled out here so that `agent --help` loads no torch
 ASSISTS = ("teacher_unseen", "search_unseen", "teacher_out_of_view", "teacher_far_in_view",
            "teacher_far_out_of_view")  # fmt: skip
 ASSIST_RANGE_M = 2.0  # m
 EVAL_SEED = 10_000  # opd.evaluation.EVAL_SEED
-DEFAULT_STUDENT = SIM_DIR / "robots" / "diffbot" / "student"  # the committed OPD student artifact
+DEFAULT_STUDENT = from_root(diffbot.STUDENT)  # the committed OPD student artifact
 OPD_CONFIGS = Path(opd.__file__).parent / "configs"
 PLAIN_EVERY_S = 30.0  # progress off a terminal: one line at most this often, s
 PROXY_HELP = (
@@ -60,9 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--proxy", action="store_true", help="run on the real-robot proxy (privileged state)")
     t.add_argument("--proxy-config", type=Path, help=PROXY_HELP)
     which_teacher = t.add_mutually_exclusive_group()
-    committed = DEFAULT_TEACHER.relative_to(SIM_DIR.parent)
     which_teacher.add_argument("--checkpoint", type=Path, help="teacher.pt (teacher.yaml beside it); "
-                               f"{TEACHER_HELP}, else {committed}")  # fmt: skip
+                               f"{TEACHER_HELP}, else {diffbot.TEACHER}")  # fmt: skip
     which_teacher.add_argument("--artifact", type=Path, default=DEFAULT_STUDENT, help="the student artifact "
                                "whose teacher is evaluated when --checkpoint is not given (default: the "
                                "committed student)")  # fmt: skip
@@ -132,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
         return run_transfer(args)
     if args.what == "factors":
         return eval_factors.run(args)
-    from opd.evaluation import checkpoint_record, evaluate_student, evaluate_teacher, load_teacher
+    from opd.evaluation import checkpoint_record, evaluate_student, evaluate_teacher
+    from policies.teacher_policy import load_teacher
 
     proxy = args.proxy_config or (DEFAULT_PROXY if args.proxy else None)
     if args.what == "student":

@@ -34,10 +34,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from opd.benchmark.factors import measure
-    from opd.evaluation import evaluate_student, evaluate_teacher, load_teacher
+    from opd.evaluation import evaluate_student, evaluate_teacher
     from opd.live.loading import default_teacher
     from policies.artifact import Artifact
     from policies.runtime import load_student
+    from policies.teacher_policy import load_teacher
     from sim.config import from_root
     from sim.real_robot_proxy import ProxyConfig
 

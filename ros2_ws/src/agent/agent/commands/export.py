@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
         print("agent export: --step needs --from-run", file=sys.stderr)
         return 2
     from policies.export import export_artifact, robot_privileged_fields
+    from policies.predictor_config import PredictorConfig
     from policies.skill_contract import SkillContract
-    from policies.state_predictor import PredictorConfig
     from policies.student_policy import StudentConfig
 
     out = export_artifact(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from agent import graph
 from agent.commands import at_least
+from sim.robots import diffbot
 
 if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not load rclpy or the models
     from rich.console import Console
@@ -29,7 +30,6 @@ if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not loa
     from agent.sim_session import Progress, SessionConfig, SimSession
 
 DEFAULT_CONFIG = "policies/configs/student_small.yaml"  # relative to the repository root
-COMMITTED_STUDENT = "sim/robots/diffbot/student"  # relative to the project root: `agent run`'s default
 
 
 def add_graph_arguments(parser: argparse.ArgumentParser, committed_student: bool = False) -> None:
@@ -38,7 +38,7 @@ def add_graph_arguments(parser: argparse.ArgumentParser, committed_student: bool
     untrained = "an untrained student exported once from --config into ~/.cache/agent/"
     trunk = f"{DEFAULT_CONFIG}: ResNet18, the trunk for small CPU-only machines"
     if committed_student:
-        artifact = f"the committed OPD student {COMMITTED_STUDENT}; with --config, {untrained}"
+        artifact = f"the committed OPD student {diffbot.STUDENT}; with --config, {untrained}"
         config = f"drive an untrained student of this config instead of the committed one (e.g. {trunk})"
     else:
         artifact, config = untrained, f"student config exported without --artifact (default {trunk})"
@@ -60,7 +60,7 @@ def add_graph_arguments(parser: argparse.ArgumentParser, committed_student: bool
                         "gate's choice between student and teacher)")  # fmt: skip
     parser.add_argument("--teacher", type=Path, help="teacher.pt (teacher.yaml beside it); default: the one "
                         "the artifact's student was distilled from, else the committed "
-                        "sim/robots/diffbot/teacher/teacher.pt")  # fmt: skip
+                        f"{diffbot.TEACHER}")  # fmt: skip
     parser.add_argument("--proxy", action="store_true", help="run the simulator behind the real-robot proxy")
     parser.add_argument("--learn", action="store_true", help="drive opd: train the student's head and the "
                         "predictor online in the opd node's learner process")  # fmt: skip
@@ -96,7 +96,7 @@ def session_config(
         raise ValueError("--threads and --speed must be >= 0")
     artifact, precision = args.artifact, args.precision or ""
     if artifact is None and args.config is None and committed_student:
-        artifact = from_root(COMMITTED_STUDENT)  # found from the project root, whatever the working directory
+        artifact = from_root(diffbot.STUDENT)  # found from the project root, whatever the working directory
     if artifact is None:
         precision = args.precision or "int8"
         config = args.config or DEFAULT_STUDENT_CONFIG.with_name("student_small.yaml")

@@ -44,8 +44,8 @@ def default_checkpoint(artifact_dir: str) -> Path:
 
 
 def load_checkpoint(path: Path) -> TeacherPolicy:
-    """opd.evaluation.load_teacher, with an error that says how to get a checkpoint."""
-    from opd.evaluation import load_teacher
+    """policies.teacher_policy.load_teacher, with an error that says how to get a checkpoint."""
+    from policies.teacher_policy import load_teacher
 
     if not path.is_file():
         raise FileNotFoundError(
