@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-step set-up for a fresh machine, then the job you ask for:
 #   bash bootstrap.sh run    set-up + the main job on the embedded MuJoCo default
-#   bash bootstrap.sh test   set-up + ruff + the whole test suite
+#   bash bootstrap.sh test   set-up + ruff + the layering contracts + the whole test suite
 # Set-up is idempotent: it reinstalls only when pyproject.toml changed since the last install.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -81,6 +81,7 @@ case "$cmd" in
         setup; build_interfaces; export_env
         ruff check .
         ruff format --check .
+        lint-imports  # the layering contracts in pyproject.toml
         exec python -m pytest "$@"
         ;;
     setup)
