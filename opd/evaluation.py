@@ -69,8 +69,20 @@ def project_path(path: str | Path) -> str:
 
 def config_sha256(cfg: Config) -> str:
     """SHA-256 of a resolved config's canonical JSON (every field, defaults included, keys sorted): files
-    that resolve alike (`extends:`, comments, key order) hash alike, and a changed default changes it."""
-    text = json.dumps(cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    that resolve alike (`extends:`, comments, key order) hash alike, and a changed default changes it. A
+    field holding a path inside the project counts as the project names it (`project_path`), so one config
+    hashes alike on every checkout."""
+
+    def portable(value: object) -> object:
+        if isinstance(value, dict):
+            return {k: portable(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [portable(v) for v in value]
+        if isinstance(value, str) and Path(value).is_absolute():
+            return project_path(value)
+        return value
+
+    text = json.dumps(portable(cfg.model_dump(mode="json")), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -47,6 +47,7 @@ from pydantic import Field
 from opd.distill.decision_stream import DecisionStream
 from opd.distill.gate import GateBank, GateConfig
 from opd.distill.model_memo import ModelMemo
+from opd.evaluation import project_path
 from opd.live.loading import DEFAULT_OPD_CONFIG, default_teacher, load_learner
 from opd.replay.bags.reader import BagError, BagInput, BagMessage, BagTopics, stamp_ns
 from opd.replay.summary import summarise
@@ -380,7 +381,11 @@ class Replay:
         recorded = {k: v for k, v in bag.node_params("opd").items() if isinstance(v, str)}  # paths only
         opd_config = self.cfg.opd_config or recorded.get("opd_config") or str(DEFAULT_OPD_CONFIG)
         teacher = self.cfg.teacher or recorded.get("teacher_checkpoint") or default_teacher(self.artifact)
-        self.used = {"opd_config": str(opd_config), "teacher": str(teacher)}
+        # as the project names them: the report reads alike on every checkout
+        self.used = {
+            "opd_config": project_path(from_root(opd_config)),
+            "teacher": project_path(from_root(teacher)),
+        }
         learner = load_learner(self.artifact, from_root(teacher), from_root(opd_config), learning=False)
         carried = "novelty" in self.artifact.manifest["weights"]
         if learner.acting_novelty is not None and not carried:

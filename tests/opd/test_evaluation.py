@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -357,3 +359,21 @@ def test_an_evaluation_of_no_episodes_or_envs_is_refused_before_it_starts(
     teacher = load_teacher(COMMITTED)
     with pytest.raises(ValueError, match=match):
         evaluate_teacher(teacher, episodes, seed=seed, num_envs=envs)
+
+
+def test_a_configs_hash_is_the_same_on_every_checkout() -> None:
+    """A sim config resolves its robot files to this checkout's absolute paths; the hash a report records
+    counts them as the project names them, so two checkouts of one commit record one hash."""
+    from opd.evaluation import config_sha256
+    from sim.config import SimConfig, from_root
+
+    cfg = SimConfig.from_yaml(from_root("sim/configs/mujoco.yaml"))
+    assert Path(str(cfg.mujoco.mjcf)).is_absolute()
+    relative = cfg.model_copy(
+        update={"mujoco": cfg.mujoco.model_copy(update={"mjcf": "sim/robots/diffbot/arena.xml"})}
+    )
+    assert config_sha256(relative) == config_sha256(cfg)
+    other = cfg.model_copy(
+        update={"mujoco": cfg.mujoco.model_copy(update={"mjcf": "sim/robots/diffbot/robot.xml"})}
+    )
+    assert config_sha256(other) != config_sha256(cfg)
