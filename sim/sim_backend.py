@@ -118,6 +118,7 @@ class SimBackend(RobotInterface):
         return self.observation()
 
     def send_action(self, skill: np.ndarray, params: np.ndarray) -> AppliedAction:
+        self._require_connected()  # a command to a closed (or never connected) robot is lost: say so
         applied = clip_actions(self.contract, skill, params, self.cfg.num_envs)
         self._pending = applied
         self._has_pending[:] = True

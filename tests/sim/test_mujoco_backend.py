@@ -120,6 +120,17 @@ def test_send_action_clips_to_the_contract_and_the_robot_executes_the_clipped_ac
         assert bad.skill[0] == robot.spec.contract.safe_skill_id
 
 
+def test_a_command_to_a_closed_robot_is_refused_not_lost() -> None:
+    robot = MujocoBackend(sim_config(num_envs=1, camera={"enabled": False}))
+    with pytest.raises(RuntimeError, match="not connected"):  # before connect
+        robot.send_action(*zero_action(robot))
+    with robot:
+        robot.reset(seed=0)
+        robot.send_action(*zero_action(robot))
+    with pytest.raises(RuntimeError, match="not connected"):  # after close
+        robot.send_action(*zero_action(robot))
+
+
 def test_driving_into_a_wall_is_a_collision() -> None:
     weight = sim_config().task.rewards.collision
     with MujocoBackend(sim_config(num_envs=4, camera={"enabled": False}, task={"num_obstacles": 0})) as robot:
