@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-from sim.config import SimConfig
+from sim.config import BACKENDS, SimConfig
 from sim.robot_interface import RobotInterface
-
-# name -> "module:class"; each class takes a SimConfig.
-BACKENDS: dict[str, str] = {
-    "mujoco": "sim.mujoco_backend:MujocoBackend",
-    "isaacsim": "sim.isaacsim_backend:IsaacSimBackend",
-}
 
 
 class BackendUnavailable(RuntimeError):

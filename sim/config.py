@@ -24,6 +24,14 @@ def from_root(path: str | Path) -> Path:
     return path if path.is_absolute() else PROJECT_ROOT / path
 
 
+# The robot backends by name, "module:class" (each class takes a SimConfig): here, where a config's name is
+# checked; `sim.backends.make_backend` imports the chosen one (they are heavy).
+BACKENDS: dict[str, str] = {
+    "mujoco": "sim.mujoco_backend:MujocoBackend",
+    "isaacsim": "sim.isaacsim_backend:IsaacSimBackend",
+}
+
+
 class RatesConfig(Config):
     """Clock rates. Physics is the base clock: control and IMU periods are whole physics steps."""
 
@@ -157,8 +165,6 @@ class SimConfig(Config):
     @field_validator("backend")
     @classmethod
     def _registered(cls, name: str) -> str:
-        from sim.backends import BACKENDS  # registry imports this module
-
         if name not in BACKENDS:
             raise ValueError(f"unknown backend {name!r}; registered: {sorted(BACKENDS)}")
         return name
