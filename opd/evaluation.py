@@ -20,12 +20,11 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 from policies.artifact import MANIFEST, Artifact, sha256_file
-from policies.config import Config
+from policies.config import PROJECT_ROOT, Config
 from policies.embedding_window import EmbeddingWindow
 from policies.runtime.student_runtime import StudentRuntime
 from policies.teacher_policy import TeacherPolicy
 from policies.teacher_view import TeacherView, ViewConfig, ViewObject
-from sim.config import PROJECT_ROOT
 
 if TYPE_CHECKING:
     from sim.vector_env import DiffBotVectorEnv

@@ -22,6 +22,15 @@ from policies.files import write_atomic
 C = TypeVar("C", bound="Config")
 
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]  # relative paths in configs are relative to this
+
+
+def from_root(path: str | Path) -> Path:
+    """A path from a config: relative ones are relative to the project root, not the working directory."""
+    path = Path(path)
+    return path if path.is_absolute() else PROJECT_ROOT / path
+
+
 class ConfigError(ValueError):
     """A configuration file or value is invalid; the message names the field and the value."""
 

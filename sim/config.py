@@ -12,17 +12,8 @@ from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
-from policies.config import Config
+from policies.config import Config, from_root
 from sim.robots.diffbot import constants
-
-PROJECT_ROOT = Path(__file__).resolve().parents[1]  # relative paths in configs are relative to this
-
-
-def from_root(path: str | Path) -> Path:
-    """A path from a config: relative ones are relative to the project root, not the working directory."""
-    path = Path(path)
-    return path if path.is_absolute() else PROJECT_ROOT / path
-
 
 # The robot backends by name, "module:class" (each class takes a SimConfig): here, where a config's name is
 # checked; `sim.backends.make_backend` imports the chosen one (they are heavy).

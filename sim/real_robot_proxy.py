@@ -24,9 +24,8 @@ import numpy as np
 from pydantic import Field, model_validator
 from scipy.ndimage import gaussian_filter
 
-from policies.config import Config
+from policies.config import PROJECT_ROOT, Config
 from sim.camera_effects import CameraEffects, LensConfig, LensDraw, Remap
-from sim.config import PROJECT_ROOT
 from sim.motor_model import ActuatorParams
 from sim.robot_interface import (
     IMU_CHANNELS,

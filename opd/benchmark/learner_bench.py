@@ -20,9 +20,9 @@ import torch
 from opd.distill.learner import OnlineDistillation, native_bf16
 from opd.runs import flushed_denormals
 from opd.student.trainer import SWITCH, StudentTrainConfig
+from policies.config import from_root
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import load_teacher
-from sim.config import from_root
 
 PRECISIONS = ("fp32", "bf16")
 

@@ -63,10 +63,9 @@ from opd.student.trainer import (
     refuse_another_config,
 )
 from policies.artifact import MANIFEST, Artifact
-from policies.config import Config
+from policies.config import Config, from_root
 from policies.runtime import load_student
 from policies.teacher_policy import load_teacher
-from sim.config import from_root
 from sim.real_robot_proxy import ProxyConfig
 
 log = logging.getLogger(__name__)

@@ -20,14 +20,13 @@ from opd.distill.config import OPDConfig
 from opd.distill.from_artifact import learner_from_artifact
 from opd.distill.learner import OnlineDistillation
 from policies.artifact import MANIFEST, Artifact, sha256_file
-from policies.config import load_yaml_mapping
+from policies.config import PROJECT_ROOT, from_root, load_yaml_mapping
 from policies.export import Novelty, export_head_version
 from policies.predictor_config import PredictorConfig
 from policies.state_predictor import StatePredictor
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import load_teacher
 from policies.torch_files import load_torch
-from sim.config import PROJECT_ROOT, from_root
 from sim.robots import diffbot
 
 log = logging.getLogger(__name__)

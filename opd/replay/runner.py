@@ -52,7 +52,7 @@ from opd.live.loading import DEFAULT_OPD_CONFIG, default_teacher, load_learner
 from opd.replay.bags.reader import BagError, BagInput, BagMessage, BagTopics, stamp_ns
 from opd.replay.summary import summarise
 from policies.artifact import MANIFEST, Artifact, sha256_file
-from policies.config import Config
+from policies.config import Config, from_root
 from policies.imu_buffer import ImuBuffer, MatchStatus
 from policies.message_fields import (
     REPLAY_ENCODINGS,
@@ -70,7 +70,6 @@ from policies.message_fields import (
     privileged_names,
 )
 from policies.preprocessing import resize_rgb
-from sim.config import from_root
 
 log = logging.getLogger(__name__)
 

@@ -50,13 +50,13 @@ from opd.distill.learner import OnlineDistillation
 from opd.evaluation import project_path, training_reset_seed
 from opd.runs import checkpoint_path, checkpoints, flushed_denormals, stop_on_signals
 from policies.artifact import MANIFEST, Artifact, sha256_file
-from policies.config import Config
+from policies.config import Config, from_root
 from policies.files import atomic_path, write_atomic
 from policies.predictor_config import PredictorConfig
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy, load_teacher
 from policies.torch_files import load_torch
-from sim.config import SimConfig, from_root
+from sim.config import SimConfig
 from sim.robots import diffbot
 
 log = logging.getLogger(__name__)

@@ -44,11 +44,10 @@ from opd.runs import checkpoint_path, checkpoints, stop_on_signals
 from opd.teacher.hybrid_sac import HybridSAC, SACConfig
 from opd.teacher.replay_buffer import Batch, ReplayBuffer
 from opd.teacher.reward_normalizer import RewardNormalizer, RewardNormConfig
-from policies.config import Config
+from policies.config import Config, from_root
 from policies.files import atomic_path
 from policies.teacher_policy import TeacherConfig, TeacherPolicy
 from policies.torch_files import load_torch
-from sim.config import from_root
 
 log = logging.getLogger(__name__)
 

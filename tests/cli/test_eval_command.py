@@ -14,7 +14,7 @@ from agent.commands import run as run_command
 from agent.commands.eval import DEFAULT_STUDENT, DEFAULT_TEACHER, EpisodeProgress, teacher_of
 from rich.console import Console
 
-from sim.config import PROJECT_ROOT
+from policies.config import PROJECT_ROOT
 
 DISTILLED_FROM = PROJECT_ROOT / "sim/robots/diffbot/teacher_view_memory_obstacles_wide/teacher.pt"
 

@@ -365,7 +365,8 @@ def test_a_configs_hash_is_the_same_on_every_checkout() -> None:
     """A sim config resolves its robot files to this checkout's absolute paths; the hash a report records
     counts them as the project names them, so two checkouts of one commit record one hash."""
     from opd.evaluation import config_sha256
-    from sim.config import SimConfig, from_root
+    from policies.config import from_root
+    from sim.config import SimConfig
 
     cfg = SimConfig.from_yaml(from_root("sim/configs/mujoco.yaml"))
     assert Path(str(cfg.mujoco.mjcf)).is_absolute()

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from policies.config import ConfigError
+from policies.config import PROJECT_ROOT, ConfigError
 from policies.student_policy import StudentConfig
-from sim.config import PROJECT_ROOT, SimConfig
+from sim.config import SimConfig
 
 
 def write(path: Path, data: dict) -> Path:

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import yaml
 
+from policies.config import from_root
 from policies.teacher_policy import load_teacher
 from policies.teacher_view import RememberConfig, TeacherView, ViewConfig
-from sim.config import from_root
 from sim.marker_task import privileged_fields
 
 FIELDS = privileged_fields(3)

@@ -9,10 +9,10 @@ import torch
 import yaml
 
 from opd.teacher.trainer import TeacherTrainConfig
+from policies.config import from_root
 from policies.skill_contract import SkillContract
 from policies.teacher_policy import TeacherConfig, TeacherPolicy, load_teacher, teacher_features
 from policies.teacher_view import TeacherView, ViewConfig
-from sim.config import from_root
 from sim.marker_task import privileged_fields
 from sim.robots.diffbot.constants import CAMERA_FOVY_DEG, CONTRACT
 

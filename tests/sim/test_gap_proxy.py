@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from sim_doubles import sim_config
 
-from policies.config import ConfigError
+from policies.config import ConfigError, from_root
 from sim.camera_effects import CameraEffects
-from sim.config import from_root
 from sim.gap_factors import FACTORS, IDEAL, factor_config, ideal
 from sim.marker_task import privileged_fields
 from sim.mujoco_backend import MujocoBackend

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from policies.config import ConfigError
-from sim.config import PROJECT_ROOT, RatesConfig, SimConfig
+from policies.config import PROJECT_ROOT, ConfigError
+from sim.config import RatesConfig, SimConfig
 from sim.real_robot_proxy import ProxyConfig
 from sim.room_appearance import MaterialSet
 

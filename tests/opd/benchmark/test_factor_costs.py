@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from opd.benchmark.factors import SETTINGS, measure
-from sim.config import from_root
+from policies.config import from_root
 from sim.gap_factors import FACTORS
 from sim.real_robot_proxy import ProxyConfig
 

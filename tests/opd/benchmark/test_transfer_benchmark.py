@@ -507,7 +507,7 @@ EXPERIMENTS = Path(__file__).parents[3] / "docs" / "experiments" / "configs"
     ids=lambda p: p.name,
 )
 def test_every_shipped_transfer_config_trains_every_method_from_a_teacher_that_exists(path: Path) -> None:
-    from sim.config import from_root
+    from policies.config import from_root
 
     cfg = TransferConfig.from_yaml(path)
     for method in cfg.methods:
@@ -709,7 +709,7 @@ def test_the_benchmarks_proxy_preset_trains_the_adapting_methods_and_keeps_evalu
     evaluated on; an evaluation made on another proxy (or before evaluations named theirs) is redone."""
     import opd.benchmark.transfer as tb
     from opd.evaluation import config_sha256
-    from sim.config import from_root
+    from policies.config import from_root
     from sim.real_robot_proxy import ProxyConfig
 
     quick = TransferConfig.from_yaml(QUICK)

@@ -16,7 +16,7 @@ from opd.replay.bags.reader import BagError, BagTopics, dumps
 from opd.replay.bags.synthetic import START_S, write_synthetic_bag
 from opd.replay.runner import Replay, ReplayConfig, load_config
 from policies.artifact import Artifact
-from sim.config import from_root
+from policies.config import from_root
 
 ARTIFACT = from_root("sim/robots/diffbot/student")
 pytestmark = pytest.mark.slow

@@ -11,8 +11,9 @@ import yaml
 
 from opd.student.trainer import StudentTrainConfig, StudentTrainer, resolve
 from policies.artifact import sha256_file
+from policies.config import PROJECT_ROOT, from_root
 from policies.teacher_policy import load_teacher
-from sim.config import PROJECT_ROOT, SimConfig, from_root
+from sim.config import SimConfig
 
 TINY_STUDENT = {
     "encoder": {

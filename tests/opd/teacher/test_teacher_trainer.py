@@ -16,8 +16,8 @@ import torch
 
 from opd.evaluation import evaluate_teacher
 from opd.teacher.trainer import TeacherTrainConfig, TeacherTrainer
+from policies.config import from_root
 from policies.teacher_policy import TeacherPolicy, load_teacher
-from sim.config import from_root
 
 EVAL_EPISODES = 16
 
@@ -44,7 +44,7 @@ def test_a_teacher_whose_view_remembers_trains_and_evaluates(make_tiny: Callable
     """Training and evaluation own the sightings of a remembering view (`policies.teacher_view`): they
     reset them at every episode's start and feed each env's states in order; the view travels in
     teacher.yaml."""
-    from sim.config import from_root
+    from policies.config import from_root
 
     view = TeacherTrainConfig.from_yaml(from_root("opd/configs/teacher_view_memory.yaml")).teacher.view
     assert view is not None and view.remember is not None

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_learner(args: argparse.Namespace) -> int:
     from opd.benchmark.learner_bench import bench_learner
-    from sim.config import from_root
+    from policies.config import from_root
 
     config = args.config or from_root("opd/configs/student_transfer_wide.yaml")
     result = bench_learner(config, rounds=args.rounds, updates=args.updates)
@@ -138,7 +138,8 @@ def run_proxy(args: argparse.Namespace) -> int:
     import platform
 
     from agent.host_steal import read_steal_s
-    from sim.config import SimConfig, from_root
+    from policies.config import from_root
+    from sim.config import SimConfig
     from sim.proxy_views import frame_cost
     from sim.real_robot_proxy import ProxyConfig
 
@@ -202,7 +203,7 @@ def run_messages(args: argparse.Namespace) -> int:
 def run_replay(args: argparse.Namespace) -> int:
     from agent.host_steal import read_steal_s
     from opd.benchmark.replay_bench import bench_replay
-    from sim.config import from_root
+    from policies.config import from_root
 
     steal0, t0 = read_steal_s(), time.monotonic()
     result = bench_replay(

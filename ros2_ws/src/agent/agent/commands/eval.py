@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import opd
 import sim
 from agent.commands import at_least, eval_factors
-from sim.config import from_root
+from policies.config import from_root
 from sim.robots import diffbot
 
 if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not load rich's progress or torch

@@ -37,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
     from opd.evaluation import evaluate_student, evaluate_teacher
     from opd.live.loading import default_teacher
     from policies.artifact import Artifact
+    from policies.config import from_root
     from policies.runtime import load_student
     from policies.teacher_policy import load_teacher
-    from sim.config import from_root
     from sim.real_robot_proxy import ProxyConfig
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]

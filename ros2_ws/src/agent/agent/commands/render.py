@@ -26,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sim.config import SimConfig, from_root
+    from policies.config import from_root
+    from sim.config import SimConfig
     from sim.proxy_views import side_by_side
     from sim.real_robot_proxy import ProxyConfig
 

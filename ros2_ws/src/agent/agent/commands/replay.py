@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
     from opd.replay.bags.reader import BagError, dumps
     from opd.replay.runner import Replay, load_config
-    from sim.config import from_root
+    from policies.config import from_root
 
     artifact = args.artifact or recorded_artifact(args.bag) or from_root(DEFAULT_ARTIFACT)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

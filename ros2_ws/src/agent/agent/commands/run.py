@@ -89,8 +89,8 @@ def session_config(
     """
     from agent.nodes.teacher import default_checkpoint
     from agent.sim_session import SessionConfig, cached_artifact
+    from policies.config import from_root
     from policies.export import DEFAULT_STUDENT_CONFIG
-    from sim.config import from_root
 
     if args.threads < 0 or args.speed < 0:
         raise ValueError("--threads and --speed must be >= 0")
