@@ -227,13 +227,11 @@ class TransferBenchmark:
         artifact = (made / "artifact").resolve()
         steps = self.cfg.pretrain_train(seed).total_steps
         evaluation = read_json(out / "eval.json")
-        # a start taken from another benchmark was trained there: its export says to how many decisions
-        exported = exported_steps(made) if made != out else 0
-        trained = exported >= steps or (evaluation is not None and evaluation["steps"] >= steps)
-        # over this benchmark's episodes and proxy
-        evaluated = (
-            evaluation is not None and evaluation["steps"] >= steps and self._cached(out / "eval.json")
-        )
+        done = evaluation is not None and evaluation["steps"] >= steps
+        # its export says to how many decisions it was trained (a start taken from another benchmark was
+        # trained there; one kept here as eval.json alone was trained in another checkout)
+        trained = done or exported_steps(made) >= steps
+        evaluated = done and self._fits(evaluation)  # over this benchmark's episodes and proxy
         present = (artifact / MANIFEST).is_file()
         if evaluated and present and evaluation.get("weights_sha256") not in (None, weights_hash(artifact)):
             log.warning(
@@ -320,16 +318,20 @@ class TransferBenchmark:
         return self._evaluation(path, lambda: self._evaluate_student(out / "artifact", proxy=False))
 
     def _cached(self, path: Path) -> dict[str, Any] | None:
-        """The evaluation kept at `path` if it is over this benchmark's number of episodes and, on a proxy,
-        this benchmark's proxy (by its resolved config's hash; an evaluation recorded before the hash was
-        kept counts only in a benchmark on its training config's proxy, where it was made)."""
+        """The evaluation kept at `path` if it `_fits` this benchmark."""
         cached = read_json(path)
-        if cached is None or cached["episodes"] != self.cfg.episodes:
-            return None
-        ran = cached.get("proxy_config")
+        return cached if cached is not None and self._fits(cached) else None
+
+    def _fits(self, evaluation: dict[str, Any]) -> bool:
+        """The evaluation is over this benchmark's number of episodes and, on a proxy, this benchmark's
+        proxy (by its resolved config's hash; one recorded before the hash was kept counts only in a
+        benchmark on its training config's proxy, where it was made)."""
+        if evaluation["episodes"] != self.cfg.episodes:
+            return False
+        ran = evaluation.get("proxy_config")
         if ran is None:  # the clean sim, or recorded before the proxy's hash was
-            return cached if not cached.get("proxy") or self.cfg.proxy_config is None else None
-        return cached if ran["sha256"] == self.proxy_sha256 else None
+            return not evaluation.get("proxy") or self.cfg.proxy_config is None
+        return ran["sha256"] == self.proxy_sha256
 
     def _evaluation(self, path: Path, evaluate: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """`summary` of the evaluation kept at `path`, or of `evaluate()`, which is then kept there."""
@@ -347,11 +349,7 @@ class TransferBenchmark:
         needs neither the artifact nor the checkpoints (a run can span machines with only the small files
         kept)."""
         evaluation = self._cached(self.run_dir(seed) / method / "eval.json")
-        return (
-            evaluation is not None
-            and evaluation["steps"] >= self.base.total_steps
-            and evaluation["episodes"] == self.cfg.episodes
-        )
+        return evaluation is not None and evaluation["steps"] >= self.base.total_steps
 
     def _train(self, method: str, out: Path, start: Path | None, seed: int | None) -> int | None:
         """Train into `out` (from the artifact `start` if given) and export its artifact; the trained
@@ -397,12 +395,12 @@ def train_and_export(cfg: StudentTrainConfig, out: Path) -> int | None:
     None when training was stopped. A call that found the training done is not counted as a run; one that
     finds only the final student's export (student.yaml and the artifact, committed for its evaluation in a
     later session) takes it as it is."""
-    kept = checkpoints(out / "checkpoints")
-    if not kept and exported_steps(out) >= cfg.total_steps and (out / "artifact" / MANIFEST).is_file():
+    kept, exported = checkpoints(out / "checkpoints"), exported_steps(out)
+    if not kept and exported >= cfg.total_steps and (out / "artifact" / MANIFEST).is_file():
         # trained in an earlier checkout, whose artifact was kept for its evaluation (its checkpoints were
         # not): that student, not another training
-        log.info("%s: trained to %d decisions already; its artifact is kept", out, exported_steps(out))
-        return exported_steps(out)
+        log.info("%s: trained to %d decisions already; its artifact is kept", out, exported)
+        return exported
     resumed_at = int(kept[-1].stem.removeprefix("step_")) if kept else 0
     if resumed_at < cfg.total_steps and cfg.opd.distill.precision == "bf16" and not native_bf16():
         # emulated, an update of the wide CPU student cost 12x float32's (`agent bench learner`, 2026-12-05):
