@@ -12,9 +12,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from policies.predictor_config import PredictorConfig
 from policies.skill_contract import SkillContract
+
+if TYPE_CHECKING:
+    from policies.student_policy import StudentConfig
 
 ARTIFACT_FORMAT = "agent-artifact/1"
 MANIFEST = "manifest.json"
@@ -35,8 +39,26 @@ def sha256_file(path: Path) -> str:
 
 
 @dataclass(frozen=True)
+class WeightFiles:
+    """The torch weights an artifact carries: the `torch` backend runs them, OPD starts from them."""
+
+    student: Path
+    predictor: Path
+    novelty: Path | None  # the novelty gate's ensemble; None: the student was distilled without one
+
+
+@dataclass(frozen=True)
+class TeacherRecord:
+    """The teacher a student was distilled from (`opd.live.loading.teacher_record` writes it)."""
+
+    checkpoint: str  # as configured: relative to the project root when inside it
+    sha256: str  # of the checkpoint when the student was exported
+
+
+@dataclass(frozen=True)
 class Artifact:
-    """A verified artifact directory."""
+    """A verified artifact directory. Its manifest is read through the accessors below, which name a missing
+    entry, so no caller indexes the JSON by hand (`policies.export` writes it)."""
 
     root: Path
     manifest: dict[str, Any]
@@ -85,9 +107,91 @@ class Artifact:
                     "(the file was modified or corrupted); re-export it"
                 )
 
+    def _read(self, *keys: str, required: bool = True) -> Any:
+        """The manifest's entry at the nested `keys`: missing, an ArtifactError naming it when `required`,
+        else None."""
+        value: Any = self.manifest
+        for depth, key in enumerate(keys):
+            if not isinstance(value, dict) or key not in value:
+                if not required:
+                    return None
+                missing = ".".join(keys[: depth + 1])
+                raise ArtifactError(f"{self.root / MANIFEST}: no {missing}; re-export it with `agent export`")
+            value = value[key]
+        return value
+
     @property
     def contract(self) -> SkillContract:
-        return SkillContract.from_dict(self.manifest["skill_contract"], source=f"{self.root}/{MANIFEST}")
+        return SkillContract.from_dict(self._read("skill_contract"), source=f"{self.root}/{MANIFEST}")
+
+    @property
+    def student_config(self) -> StudentConfig:
+        """The student's config as exported: the architecture its weights fit."""
+        from policies.student_policy import StudentConfig  # torch: the ONNX runtimes never build a student
+
+        source = f"{self.root / MANIFEST}: config.student"
+        return StudentConfig.from_dict(self._read("config", "student"), source)
+
+    @property
+    def predictor_config(self) -> PredictorConfig:
+        return PredictorConfig.from_dict(
+            self._read("config", "predictor"), f"{self.root / MANIFEST}: config.predictor"
+        )
+
+    @property
+    def novelty_config(self) -> dict[str, Any] | None:
+        """The novelty ensemble's config as a dict (`opd.distill.config.NoveltyConfig` builds it, not
+        policies/); None without one."""
+        return self._read("config", "novelty", required=False)
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the state embedding (E), without building the config: the ONNX path needs no torch."""
+        return int(self._read("config", "student", "encoder", "embed_dim"))
+
+    @property
+    def memory_frames(self) -> int:
+        """Embeddings the head acts on (W); artifacts from before the frame memory have none: one."""
+        frames = self._read("config", "student", "memory", "frames", required=False)
+        return 1 if frames is None else int(frames)
+
+    @property
+    def image_hw(self) -> tuple[int, int]:
+        """The encoder's image input (height, width), pixels."""
+        image = self._read("preprocessing", "image")
+        return int(image["height"]), int(image["width"])
+
+    @property
+    def imu_window(self) -> int:
+        """IMU samples per encoder input."""
+        return int(self._read("preprocessing", "imu", "window"))
+
+    @property
+    def imu_rate_hz(self) -> float:
+        """The IMU rate the encoder was trained at, Hz."""
+        return float(self._read("preprocessing", "imu", "rate_hz"))
+
+    @property
+    def weights(self) -> WeightFiles:
+        novelty = self._read("weights", "novelty", required=False)
+        return WeightFiles(
+            student=self.path(self._read("weights", "student")),
+            predictor=self.path(self._read("weights", "predictor")),
+            novelty=None if novelty is None else self.path(novelty),
+        )
+
+    @property
+    def teacher(self) -> TeacherRecord | None:
+        """The teacher the student was distilled from; None when the manifest names none."""
+        record = self._read("teacher", required=False)
+        if not record:
+            return None
+        return TeacherRecord(self._read("teacher", "checkpoint"), self._read("teacher", "sha256"))
+
+    @property
+    def version(self) -> int | None:
+        """Number of a version learnt online (`policies.export.export_head_version`); None for an export."""
+        return self._read("version", "number", required=False)
 
     def model(self, name: str) -> dict[str, Any]:
         """A model's entry: onnx file, optional int8 file, inputs, outputs."""
@@ -111,4 +215,4 @@ class Artifact:
     def weights_hash(self) -> str:
         """SHA-256 of the student's torch weights: which student this is, across exports (the manifest's own
         hash changes with every export: it holds the time)."""
-        return self.sha256(self.manifest["weights"]["student"])
+        return self.sha256(self._read("weights", "student"))
