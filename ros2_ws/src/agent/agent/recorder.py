@@ -47,8 +47,6 @@ QUIET_S = 0.3  # on stop: wait until nothing arrived for this long (at most STOP
 STOP_TIMEOUT_S = 5.0
 STORE = "kilted"  # message definitions (with agent_interfaces') and type hashes (RIHS01) written into the bag
 _NO_TIME = QosTime(0, 0)  # QoS durations left at their default (infinite)
-_RELIABILITY = {"reliable": QosReliability.RELIABLE, "best_effort": QosReliability.BEST_EFFORT}
-_DURABILITY = {"volatile": QosDurability.VOLATILE, "transient_local": QosDurability.TRANSIENT_LOCAL}
 
 
 @dataclass
@@ -162,12 +160,14 @@ class BagRecorder:
 
 
 def _bag_qos(qos: Qos) -> BagQos:
-    """Graph QoS -> the offered QoS profile stored with a topic in the bag's metadata."""
+    """Graph QoS -> the offered QoS profile stored with a topic in the bag's metadata: the profile the nodes
+    use (`qos_profile`), its policies renumbered as rosbags' (both number them as rmw does)."""
+    profile = qos_profile(qos)
     return BagQos(
-        history=QosHistory.KEEP_LAST,
-        depth=qos.depth,
-        reliability=_RELIABILITY[qos.reliability],
-        durability=_DURABILITY[qos.durability],
+        history=QosHistory(profile.history.value),
+        depth=profile.depth,
+        reliability=QosReliability(profile.reliability.value),
+        durability=QosDurability(profile.durability.value),
         deadline=_NO_TIME,
         lifespan=_NO_TIME,
         liveliness=QosLiveliness.AUTOMATIC,
