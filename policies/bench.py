@@ -133,10 +133,9 @@ def benchmark_student(
 
 
 def _result(art: Artifact, threads: int, iters: int, backends: dict) -> dict:
-    img = art.manifest["preprocessing"]["image"]
     return {
-        "image_hw": [img["height"], img["width"]],
-        "backbone": art.manifest["config"]["student"]["encoder"]["image"]["backbone"],
+        "image_hw": list(art.image_hw),
+        "backbone": art.student_config.encoder.image.backbone,
         "threads": threads,
         "iters": iters,
         "backends": backends,

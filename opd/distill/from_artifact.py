@@ -9,8 +9,7 @@ from opd.distill.config import NoveltyConfig, OPDConfig
 from opd.distill.learner import OnlineDistillation
 from policies.artifact import Artifact
 from policies.image_encoder import widen_positions
-from policies.predictor_config import PredictorConfig
-from policies.student_policy import StudentConfig, StudentPolicy
+from policies.student_policy import StudentPolicy
 from policies.teacher_policy import TeacherPolicy
 from policies.torch_files import load_torch
 from policies.weight_init import skipped_weight_init
@@ -22,12 +21,10 @@ def learner_from_artifact(
     """The OPD learner of a deployed student: the artifact's head, predictor and novelty ensemble if it
     has one (its torch weights, verified by the artifact's hashes) on the state embeddings of its fixed
     encoder, as the live node runs it."""
-    manifest = artifact.manifest
-    student_cfg = StudentConfig.from_dict(manifest["config"]["student"], f"{artifact.root}: config.student")
-    predictor_cfg = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
+    student_cfg = artifact.student_config
     distill = cfg.distill.model_copy(update={"train_encoder": False})
-    update: dict[str, Any] = {"predictor": predictor_cfg, "distill": distill}
-    novelty = manifest["config"].get("novelty")  # the shape of the ensemble it carries
+    update: dict[str, Any] = {"predictor": artifact.predictor_config, "distill": distill}
+    novelty = artifact.novelty_config  # the shape of the ensemble it carries
     if novelty is not None:
         update["novelty"] = NoveltyConfig.from_dict(novelty, f"{artifact.root}: config.novelty")
     cfg = cfg.model_copy(update=update)

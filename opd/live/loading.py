@@ -22,9 +22,8 @@ from opd.distill.learner import OnlineDistillation
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import PROJECT_ROOT, from_root, load_yaml_mapping
 from policies.export import Novelty, export_head_version
-from policies.predictor_config import PredictorConfig
 from policies.state_predictor import StatePredictor
-from policies.student_policy import StudentConfig, StudentPolicy
+from policies.student_policy import StudentPolicy
 from policies.teacher_policy import load_teacher
 from policies.torch_files import load_torch
 from sim.robots import diffbot
@@ -45,17 +44,17 @@ def default_teacher(artifact: Artifact) -> Path:
     """The teacher the OPD core runs with `artifact` unless told otherwise: the one it was distilled from
     (its predictor predicts what that teacher sees), else the committed one. A recorded teacher that is
     missing or has changed is refused, not replaced."""
-    record = artifact.manifest.get("teacher")
-    if not record:
+    record = artifact.teacher
+    if record is None:
         return DEFAULT_TEACHER
-    path = from_root(record["checkpoint"])
+    path = from_root(record.checkpoint)
     if not path.is_file():
         raise FileNotFoundError(f"{artifact.root} was distilled from the teacher {path}, which is missing; "
                                 "pass the teacher checkpoint explicitly")  # fmt: skip
-    if sha256_file(path) != record["sha256"]:
+    if sha256_file(path) != record.sha256:
         raise ValueError(
             f"{artifact.root} was distilled from the teacher {path}, which has changed "
-            f"since (SHA-256 {record['sha256'][:12]}... recorded); pass the teacher explicitly"
+            f"since (SHA-256 {record.sha256[:12]}... recorded); pass the teacher explicitly"
         )
     return path
 
@@ -141,10 +140,9 @@ def export_version_main(argv: list[str]) -> None:
     torch.set_num_threads(1)
     base_dir, weights, out, number = argv
     base = Artifact.load(base_dir)
-    config = base.manifest["config"]
-    student = StudentPolicy(StudentConfig.from_dict(config["student"]), base.contract)
+    student = StudentPolicy(base.student_config, base.contract)
     student.load_state_dict(load_torch(Path(weights) / "student.pt"))
-    predictor = StatePredictor(PredictorConfig.from_dict(config["predictor"]))
+    predictor = StatePredictor(base.predictor_config)
     predictor.load_state_dict(load_torch(Path(weights) / "predictor.pt"))
     novelty = None
     if (Path(weights) / Novelty.FILE).is_file():

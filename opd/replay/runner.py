@@ -232,7 +232,7 @@ class Replay:
     def _index(self, bag: BagInput) -> Recorded:
         rec = Recorded()
         c = self.contract
-        emb_dim = self.artifact.manifest["config"]["student"]["encoder"]["embed_dim"]
+        emb_dim = self.artifact.embed_dim
         fields = self.artifact.model("predictor").get("fields") or []
         priv_names = privileged_names(fields)
         roles = ("privileged", "teacher_action", "state", "executed", "gate")
@@ -290,9 +290,8 @@ class Replay:
         if precision := self.cfg.precision or bag.launch_args().get("precision"):
             options["precision"] = precision
         rt = load_student(self.artifact, backend=self.cfg.backend, **options)
-        pre = rt.manifest["preprocessing"]["imu"]
         size = max(self.cfg.imu_buffer_size, rt.imu_window)
-        imu = ImuBuffer(rt.imu_window, size, self.cfg.sync_tolerance_s, period_s=1.0 / float(pre["rate_hz"]),
+        imu = ImuBuffer(rt.imu_window, size, self.cfg.sync_tolerance_s, period_s=1.0 / rt.imu_rate_hz,
                         future_tolerance_s=self.cfg.imu_future_tolerance_s)  # fmt: skip
         wanted = set(rec.states) if rec.states else None  # the live encoder's frames, when recorded
         imaged: set[int] = set()  # those of them whose image is in the bag (used or skipped)
@@ -386,7 +385,7 @@ class Replay:
             "teacher": project_path(from_root(teacher)),
         }
         learner = load_learner(self.artifact, from_root(teacher), from_root(opd_config), learning=False)
-        carried = "novelty" in self.artifact.manifest["weights"]
+        carried = self.artifact.weights.novelty is not None
         if learner.acting_novelty is not None and not carried:
             log.warning(
                 "%s: switch %r reads a novelty ensemble, which artifact %s does not hold (its student was "

@@ -52,7 +52,6 @@ from opd.runs import checkpoint_path, checkpoints, flushed_denormals, stop_on_si
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import Config, from_root
 from policies.files import atomic_path, write_atomic
-from policies.predictor_config import PredictorConfig
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy, load_teacher
 from policies.torch_files import load_torch
@@ -388,8 +387,7 @@ class StudentTrainer:
         """Start from a deployed student: its weights (hash-verified), refused unless its architecture and
         contract are this run's (a mismatch named, not a shape error deep in torch). A novelty ensemble it
         carries starts this run's where both have the same shape; otherwise this run's starts afresh."""
-        manifest = artifact.manifest
-        theirs = StudentConfig.from_dict(manifest["config"]["student"], f"{artifact.root}: config.student")
+        theirs = artifact.student_config
         ours = self.student_cfg
         # A head without memory may grow one: this run's memory starts from zero (policies.frame_memory).
         new_memory = theirs.memory.frames == 1 < ours.memory.frames
@@ -405,10 +403,9 @@ class StudentTrainer:
             raise ValueError(f"{artifact.root}: its student config is not {self.cfg.student_config}")
         if artifact.contract.fingerprint != self.learner.contract.fingerprint:
             raise ValueError(f"{artifact.root}: its skill contract is not the teacher's")
-        predictor = PredictorConfig.from_dict(manifest["config"]["predictor"], f"{artifact.root}: predictor")
-        if predictor != self.learner.predictor_cfg:
+        if artifact.predictor_config != self.learner.predictor_cfg:
             raise ValueError(f"{artifact.root}: its predictor config differs from this run's")
-        theirs_novelty = manifest["config"].get("novelty") if self.learner.novelty is not None else None
+        theirs_novelty = artifact.novelty_config if self.learner.novelty is not None else None
         ours_novelty = self.learner.cfg.novelty
         same_novelty = theirs_novelty is not None and (
             NoveltyConfig.from_dict(theirs_novelty, f"{artifact.root}: config.novelty") == ours_novelty

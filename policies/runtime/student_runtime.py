@@ -27,7 +27,6 @@ class StudentRuntime:
         cache_dir: Path | None = None,
     ) -> None:
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
-        self.manifest = self.artifact.manifest
         self.contract: SkillContract = self.artifact.contract
         self.backend = backend
         self.encoder: ModelRunner = load_model(
@@ -38,12 +37,11 @@ class StudentRuntime:
         self.policy: ModelRunner = load_model(
             self.artifact, "policy", backend, head_precision, threads, cache_dir
         )
-        pre = self.manifest["preprocessing"]
-        self.image_hw = (pre["image"]["height"], pre["image"]["width"])
-        self.imu_window = pre["imu"]["window"]
-        self.embed_dim = self.manifest["config"]["student"]["encoder"]["embed_dim"]
-        # embeddings the head acts on (artifacts from before memory have none: one)
-        self.memory = int(self.manifest["config"]["student"].get("memory", {}).get("frames", 1))
+        self.image_hw = self.artifact.image_hw
+        self.imu_window = self.artifact.imu_window
+        self.imu_rate_hz = self.artifact.imu_rate_hz  # the rate the model was trained at
+        self.embed_dim = self.artifact.embed_dim
+        self.memory = self.artifact.memory_frames  # embeddings the head acts on
 
     @property
     def precision(self) -> str:

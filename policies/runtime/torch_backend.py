@@ -7,10 +7,8 @@ import torch
 from torch import nn
 
 from policies.artifact import Artifact
-from policies.predictor_config import PredictorConfig
-from policies.skill_contract import SkillContract
 from policies.state_predictor import StatePredictor
-from policies.student_policy import StudentConfig, StudentPolicy
+from policies.student_policy import StudentPolicy
 from policies.torch_files import load_torch
 
 
@@ -36,13 +34,10 @@ class TorchRunner:
 
 def build_module(artifact: Artifact, name: str) -> nn.Module:
     """Deployed module `name` (encoder | policy | predictor) with the artifact's weights (weights_only)."""
-    cfg = artifact.manifest["config"]
-    weights = artifact.manifest["weights"]
     if name == "predictor":
-        module = StatePredictor(PredictorConfig.from_dict(cfg["predictor"], "manifest.config.predictor"))
-        module.load_state_dict(load_torch(artifact.path(weights["predictor"])))
+        module = StatePredictor(artifact.predictor_config)
+        module.load_state_dict(load_torch(artifact.weights.predictor))
         return module
-    contract = SkillContract.from_dict(artifact.manifest["skill_contract"], "manifest.skill_contract")
-    student = StudentPolicy(StudentConfig.from_dict(cfg["student"], "manifest.config.student"), contract)
-    student.load_state_dict(load_torch(artifact.path(weights["student"])))
+    student = StudentPolicy(artifact.student_config, artifact.contract)
+    student.load_state_dict(load_torch(artifact.weights.student))
     return student.deployed_encoder() if name == "encoder" else student.deployed_head()

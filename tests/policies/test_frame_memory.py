@@ -82,7 +82,7 @@ def test_the_exported_memory_head_matches_torch_and_refuses_single_embeddings(
                           privileged_fields=tuple(f"s{i}" for i in range(6)))  # fmt: skip
     rt = load_student(art, "onnxruntime")
     assert rt.memory == W
-    spec = rt.manifest["models"]["policy"]["inputs"]
+    spec = rt.artifact.model("policy")["inputs"]
     assert [(i["name"], i["shape"]) for i in spec] == [("frames", ["batch", W, tiny_cfg.encoder.embed_dim])]
     frames = np.random.default_rng(3).normal(size=(6, W, rt.embed_dim)).astype(np.float32)
     logits, skill, params = rt.act_window(frames)

@@ -26,13 +26,13 @@ class FakeRuntime:
     precision = "fp32"
     image_hw = (32, 32)
     imu_window = 8
+    imu_rate_hz = 200.0
     embed_dim = 16
     memory = 1  # a head without memory: acts on the newest embedding
     artifact = SimpleNamespace(encoder_hash=FAKE_ENCODER)
 
     def __init__(self, contract: SkillContract, skill: int = 0, params: np.ndarray | None = None) -> None:
         self.contract = contract
-        self.manifest = {"preprocessing": {"imu": {"rate_hz": 200.0}}}
         self.skill = skill
         self.params = np.asarray(contract.layout.defaults if params is None else params, dtype=np.float32)
         self.encoded: list[dict] = []

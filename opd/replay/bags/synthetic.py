@@ -49,7 +49,7 @@ def write_synthetic_bag(
     path, topics = Path(path), topics or BagTopics()
     ts = typestore()
     rng = np.random.default_rng(seed)
-    hw = image_hw or tuple(artifact.manifest["preprocessing"]["image"][k] for k in ("height", "width"))
+    hw = image_hw or artifact.image_hw
     fields = artifact.model("predictor").get("fields") or []
     contract = artifact.contract
     msgs = _messages(ts, rng, seconds, camera_hz, imu_hz, latency_s, hw, encoding, fields, contract, topics)
@@ -167,7 +167,7 @@ def _messages(ts, rng, seconds, camera_hz, imu_hz, latency_s, hw, encoding, fiel
 
 def _embeddings(ts, rng, msgs, artifact, topics):
     """One embedding per camera frame, stamped with it, arriving 10 ms after the image."""
-    dim = artifact.manifest["config"]["student"]["encoder"]["embed_dim"]
+    dim = artifact.embed_dim
     key = lambda h: (h.stamp.sec, h.stamp.nanosec)  # noqa: E731
     active = {key(m.header): m.position for t, _, _, m in msgs if t == topics.name("active_skill")}
     out = []

@@ -189,7 +189,7 @@ def teacher_of(artifact: Path, given: Path | None) -> tuple[Path, str]:
     from policies.artifact import Artifact
 
     student, name = Artifact.load(artifact), project_path(artifact)
-    if student.manifest.get("teacher"):
+    if student.teacher is not None:
         return default_teacher(student), f"the teacher {name} was distilled from (its manifest.json)"
     return DEFAULT_TEACHER, f"the committed default: {name}'s manifest.json names no teacher"
 

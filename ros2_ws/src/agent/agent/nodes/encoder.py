@@ -75,7 +75,7 @@ class EncoderNode(AgentNode):
             )
         self.max_latency_s = s["max_latency_s"]
         self.future_tolerance_s = s["future_tolerance_s"]  # images and skill states (the IMU: its own)
-        imu_rate = float(rt.manifest["preprocessing"]["imu"]["rate_hz"])  # the rate the model was trained at
+        imu_rate = rt.imu_rate_hz  # the rate the model was trained at
         self.imu_buffer = ImuBuffer(
             rt.imu_window, s["imu_buffer_size"], s["sync_tolerance_s"], period_s=1.0 / imu_rate,
             future_tolerance_s=s["imu_future_tolerance_s"],

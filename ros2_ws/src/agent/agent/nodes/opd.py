@@ -119,7 +119,7 @@ class OpdNode(AgentNode):
                     nice=s["learn_nice"], versions_dir=versions, version_every_s=s["version_every_s"],
                 )  # fmt: skip
                 self.learner_process = LearnerProcess(self.learner, spec, self.announce_version)
-            elif self.learner.acting_novelty is not None and "novelty" not in artifact.manifest["weights"]:
+            elif self.learner.acting_novelty is not None and artifact.weights.novelty is None:
                 self.get_logger().warning(
                     f"opd switch {self.learner.cfg.switch!r} without learn: the artifact holds no novelty "
                     "ensemble and nothing trains one here, so the gate reads an untrained ensemble"
