@@ -78,14 +78,16 @@ def spin_until(executor: object, condition: Callable[[], bool], timeout_s: float
 
 
 def record_sent(node: object) -> None:
-    """Log every action the node sends, (skill, stamp) in order, as `node.sent`: the probe has them all once
-    it received as many (one reliable writer delivers in order). Tests then wait for what was sent instead
-    of guessing how long delivery takes."""
+    """Log every action the node sends, (skill, stamp s) in order, as `node.sent`: the probe has them all
+    once it received as many (one reliable writer delivers in order). Tests then wait for what was sent
+    instead of guessing how long delivery takes."""
+    from agent.messages import stamp_to_sec
+
     node.sent = []
     send = node.publish
 
     def publish(skill: int, params: np.ndarray, stamp: object, *rest: object) -> None:
-        node.sent.append((skill, stamp))
+        node.sent.append((skill, stamp_to_sec(stamp)))
         send(skill, params, stamp, *rest)
 
     node.publish = publish

@@ -48,26 +48,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from agent_interfaces.msg import GateState, HybridAction, StateEmbedding
 from builtin_interfaces.msg import Time
-from rclpy.duration import Duration
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
+from agent.acting_node import ACK_TIMEOUT, ActingNode
 from agent.base_command import TwistMapping
 from agent.graph import DRIVE_SOURCES, TOPICS, node
-from agent.lifecycle_node import AgentNode
 from agent.messages import (
     SOURCES,
-    ActionCodec,
     MessageError,
     checked_stamp,
     msg_to_embedding,
     msg_to_privileged,
     privileged_names,
-    sec_to_stamp,
 )
 from agent.node_process import run_node
 from policies.artifact import Artifact
-from policies.safe_fallback import SafeFallback
 from policies.stream_stats import Level, Status, StreamStats
 
 if TYPE_CHECKING:
@@ -78,14 +74,12 @@ STATE, STUDENT, TEACHER = "/agent/state", "/agent/action", "/teacher/action"
 PRIVILEGED, ACTION, CMD_VEL, GATE = "/sim/privileged_state", "/opd/action", "/cmd_vel", "/opd/gate"
 VERSION = "/agent/student_version"
 SOURCE_NAMES = {STATE: "OPD (student or teacher)", STUDENT: "student", TEACHER: "teacher"}
-ACK_TIMEOUT = Duration(seconds=0.5)  # how long the last safe action may take to be acknowledged on exit
 
 
-class OpdNode(AgentNode):
+class OpdNode(ActingNode):
     """Executes the `drive` source's action on /opd/action and /cmd_vel; the safe action when it is silent."""
 
     def __init__(self, **kwargs: Any) -> None:
-        self.fallback: SafeFallback | None = None  # set at configure
         self.learner_process: LearnerProcess | None = None
         self.last_gate: Any = None  # the gate's last Decision (drive opd), for progress displays
         super().__init__(node("opd"), **kwargs)
@@ -95,7 +89,6 @@ class OpdNode(AgentNode):
         if not s["artifact_dir"]:
             raise ValueError("artifact_dir is empty: pass the directory written by `agent export --out DIR`")
         artifact = Artifact.load(s["artifact_dir"])  # verifies the artifact's hashes
-        self.contract = artifact.contract
         self.learner = None
         if s["drive"] == "opd":
             # The OPD core (torch) only where it decides: drive student or teacher starts in ~1 s, not ~6 s.
@@ -125,8 +118,7 @@ class OpdNode(AgentNode):
                     "ensemble and nothing trains one here, so the gate reads an untrained ensemble"
                 )
             self.stream = DecisionStream(self.learner)
-        self.codec = ActionCodec(self.contract)
-        self.mapping = TwistMapping(self.contract)
+        self.mapping = TwistMapping(artifact.contract)
         self.drive = s["drive"]
         self.source = DRIVE_SOURCES[self.drive]
         self.state = StreamStats("state", TOPICS[STATE].rate_hz)
@@ -134,38 +126,31 @@ class OpdNode(AgentNode):
         self.teacher = StreamStats("teacher_action", TOPICS[TEACHER].rate_hz, s["teacher_timeout_s"])
         self.privileged = StreamStats("privileged_state", TOPICS[PRIVILEGED].rate_hz, s["teacher_timeout_s"])
         self.executed = StreamStats("executed_action", TOPICS[ACTION].rate_hz)  # latency: stamp -> sent
-        self.fallback = SafeFallback(s["input_timeout_s"], 1.0 / s["safe_keepalive_hz"])
-        self.watchdog_period_s = 1.0 / s["watchdog_rate_hz"]
-        self.clipped = 0  # source actions that had to be clipped into the contract
-        self.acting = False  # actions may go out (active, not deactivating)
-        self.pub_action = self.publisher(ACTION)
+        self.configure_acting(artifact.contract, s, ACTION)  # source actions clipped into its contract
         self.cmd_stamped, self.base_frame_id = s["cmd_vel_stamped"], s["base_frame_id"]
         self.pub_cmd = self.publisher(CMD_VEL, None if self.cmd_stamped else "geometry_msgs/msg/Twist")
         self.pub_gate = self.publisher(GATE)
         self.pub_version = self.publisher(VERSION)
 
     def activate(self) -> None:
-        self.acting = True
+        self.start_acting()
         self.subscribe(STATE, self.on_state, self.io_group)
         self.subscribe(STUDENT, self.on_student, self.io_group)
         self.subscribe(TEACHER, self.on_teacher, self.io_group)
         self.subscribe(PRIVILEGED, self.on_privileged, self.io_group)
         if self.learner_process is not None:
             self.learner_process.start()
-        self.timer(self.watchdog_period_s, self.watchdog, self.io_group)
 
     def deactivate(self) -> None:
         """Leave the robot stopped: send the safe action and give it a moment to be acknowledged."""
-        with self.lock:  # from here on nothing else goes out, even from a callback already running
-            self.acting = False
-            self.publish_safe(self.now_s())
+        self.stop_acting()  # from here on nothing else goes out, even from a callback already running
         if self.learner_process is not None:
             self.learner_process.stop()
         self.pub_action.wait_for_all_acked(ACK_TIMEOUT)
         self.pub_cmd.wait_for_all_acked(ACK_TIMEOUT)
 
     def halt(self) -> None:
-        """No source action after a stop signal: `execute` and the watchdog read `acting` under the lock, so
+        """No source action after a stop signal: `send` and the watchdog read `acting` under the lock, so
         at most an action already past that check goes out, before the stop that deactivate sends."""
         self.acting = False  # a plain store, safe without the lock (see AgentNode.halt)
 
@@ -268,58 +253,20 @@ class OpdNode(AgentNode):
     def execute(self, skill: int, params: np.ndarray, stamp: Time, source: str) -> None:
         """The source's action, within the contract and with its input's stamp, to the robot; `source` (one
         of SOURCES) says who decided it: a policy's safe action on stale inputs stays "safe"."""
-        action = self.contract.clip(skill, params)
-        if action.clipped:
-            self.warn_throttled("clipped", f"executed action clipped into the contract: {action.reason}")
-        with self.lock:
-            if not self.acting:  # deactivated meanwhile: the safe action stays the last command
-                return
-            now = self.now_s()
-            self.clipped += action.clipped  # counted before the action is out: whoever sees it sees the count
-            self.publish(action.skill, action.params, stamp, source)
-            self.executed.accept(checked_stamp(stamp), now)
-            resumed = self.fallback.on_action(now)
-        if resumed:
+        action = self.clip(skill, params, "executed action")
+        if self.send(action, stamp, source, self.executed):
             self.get_logger().info(f"{SOURCE_NAMES[self.source]} actions again: executing them")
 
-    def watchdog(self) -> None:
-        """The safe action while the executed source is silent: at once, then at the keep-alive rate."""
-        # Decided and sent under the lock that source actions go out under: a safe action decided before a
-        # source action was executed cannot follow it. The time is read under the lock too: read before it, a
-        # source action executed while this waited would look like a clock that went back, and a "stop" would
-        # reach the base right after it.
-        with self.lock:
-            now = self.now_s()
-            if not self.acting:
-                return
-            entering = not self.fallback.stopped
-            due = self.fallback.on_tick(now)
-            if due:
-                self.publish_safe(now)
-        if due and entering:
-            self.get_logger().warning(f"{self._silence(now)}: sending the safe action")
-
-    def publish_safe(self, now: float) -> None:
-        """The contract's safe action, stamped when sent; called under `self.lock`."""
-        self.publish(self.contract.safe_skill_id, self.contract.layout.defaults, sec_to_stamp(now), "safe")
-
     def publish(self, skill: int, params: np.ndarray, stamp: Time, source: str) -> None:
-        """The executed action (within the contract) on /opd/action, then its Twist on /cmd_vel.
-
-        The stamp goes out exactly as it came in, to the nanosecond (float seconds are 0.2 us apart at
-        today's epoch), so the answer matches its input however it is compared.
-        """
-        msg = self.codec.to_msg(skill, params, 0.0, source)
-        msg.header.stamp = stamp  # the input's own
-        self.pub_action.publish(msg)
+        """The executed action (within the contract) on /opd/action, then its Twist on /cmd_vel."""
+        super().publish(skill, params, stamp, source)
         if self.cmd_stamped:
             now = self.get_clock().now().to_msg()
             self.pub_cmd.publish(self.mapping.twist_stamped(skill, params, now, self.base_frame_id))
         else:
             self.pub_cmd.publish(self.mapping.twist(skill, params))
 
-    def _silence(self, now: float) -> str:
-        """Why the executed source counts as silent, for logs and diagnostics."""
+    def silence(self, now: float) -> str:
         who = SOURCE_NAMES[self.source]
         last = self.fallback.last_action_s
         if last is None:
@@ -342,7 +289,7 @@ class OpdNode(AgentNode):
         })  # fmt: skip
         if self.fallback.silent(now):
             safe, period = self.contract.safe_skill, self.fallback.keepalive_s
-            executed = Status(Level.ERROR, f"{self._silence(now)}; sending the safe action ({safe}), "
+            executed = Status(Level.ERROR, f"{self.silence(now)}; sending the safe action ({safe}), "
                               f"repeated every {period:g} s", executed.values)  # fmt: skip
         out = [("state", self.state.status(now)), ("student_action", self.student.status(now)),
                ("teacher_action", teacher), ("executed_action", executed)]  # fmt: skip

@@ -30,30 +30,26 @@ from typing import Any
 
 import numpy as np
 from agent_interfaces.msg import StateEmbedding
-from rclpy.duration import Duration
 from std_msgs.msg import String
 
+from agent.acting_node import ACK_TIMEOUT, ActingNode
 from agent.graph import TOPICS, node
-from agent.lifecycle_node import AgentNode
-from agent.messages import ActionCodec, MessageError, checked_stamp, msg_to_embedding
+from agent.messages import MessageError, checked_stamp, msg_to_embedding, sec_to_stamp
 from agent.node_process import run_node
 from agent.nodes import RuntimeLoader
 from policies.embedding_window import EmbeddingWindow
 from policies.runtime import StudentRuntime, load_student
-from policies.safe_fallback import SafeFallback
 from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
 
 STATE, ACTION, VERSION = "/agent/state", "/agent/action", "/agent/student_version"
-ACK_TIMEOUT = Duration(seconds=0.5)  # how long the last safe action may take to be acknowledged on exit
 
 
-class PolicyNode(AgentNode):
+class PolicyNode(ActingNode):
     """Acts on fresh state embeddings; falls back to the safe action when they stop."""
 
     def __init__(self, runtime_loader: RuntimeLoader = load_student, **kwargs: Any) -> None:
         self._load_runtime = runtime_loader
         self.runtime: StudentRuntime | None = None
-        self.fallback: SafeFallback | None = None  # set at configure
         super().__init__(node("policy"), **kwargs)
 
     def configure(self) -> None:
@@ -63,35 +59,26 @@ class PolicyNode(AgentNode):
             raise ValueError("artifact_dir is empty: pass the directory written by `agent export --out DIR`")
         self.load_options = {"backend": s["backend"], **threads}  # student versions load the same way
         self.runtime = rt = self._load_runtime(s["artifact_dir"], **self.load_options)
-        self.contract = rt.contract
-        self.codec = ActionCodec(rt.contract)
         self.embed_dim, self.encoder_hash = rt.embed_dim, rt.artifact.encoder_hash
         self.window = EmbeddingWindow(1, rt.memory, rt.embed_dim)  # the head's input: the last frames
         self.window_step, self.window_stamp = -1, -np.inf  # of the newest frame in the window
         self.input_timeout_s = s["input_timeout_s"]
         self.future_tolerance_s = s["future_tolerance_s"]
-        self.watchdog_period_s = 1.0 / s["watchdog_rate_hz"]
-        self.fallback = SafeFallback(self.input_timeout_s, 1.0 / s["safe_keepalive_hz"])
         self.state_in = StreamStats("state", TOPICS[STATE].rate_hz, self.input_timeout_s)
         self.actions = StreamStats("action")  # model actions; latency here = image stamp -> publish
         self.act_time = LatencyWindow()
-        self.clipped = 0  # model outputs that had to be clipped into the contract
-        self.acting = False  # model actions may go out (active, not deactivating)
-        self.pub_action = self.publisher(ACTION)
+        self.configure_acting(rt.contract, s, ACTION)  # model outputs clipped into its contract
         self.versions = StreamStats("student_version")  # announced versions: swapped (accepted) or refused
         self.version = 0  # the student version acting; 0 = the artifact as deployed
 
     def activate(self) -> None:
-        self.acting = True
+        self.start_acting()
         self.subscribe(STATE, self.on_state, self.work_group)
         self.subscribe(VERSION, self.on_version, self.io_group)
-        self.timer(self.watchdog_period_s, self.watchdog, self.io_group)
 
     def deactivate(self) -> None:
         """Leave the robot stopped: send the safe action and give it a moment to be acknowledged."""
-        with self.lock:  # from here on no model action goes out, even from a callback already running
-            self.acting = False
-            self.publish_safe(self.now_s())
+        self.stop_acting()  # from here on no model action goes out, even from a callback already running
         self.pub_action.wait_for_all_acked(ACK_TIMEOUT)
 
     def cleanup(self) -> None:
@@ -126,20 +113,11 @@ class PolicyNode(AgentNode):
             self.reject(self.state_in, MessageError("model_input", str(err)), now)
             return
         act_s = time.perf_counter() - t0
-        action = self.contract.clip(skill, params)
-        if action.clipped:
-            self.warn_throttled("clipped", f"policy output clipped into the contract: {action.reason}")
-        with self.lock:  # fresh only now that the model has used it: the watchdog stops the safe action
+        action = self.clip(skill, params, "policy output")
+        with self.lock:  # fresh only now that the model has used it
             self.state_in.accept(stamp, now)
-            if not self.acting:  # deactivated meanwhile: the safe action stays the last command
-                return
-            self.clipped += action.clipped  # counted before the action is out: whoever sees it sees the count
-            self.publish(action.skill, action.params, stamp)
-            sent = self.now_s()  # read under the lock, as the watchdog reads it
-            self.actions.accept(stamp, sent)
             self.act_time.add(act_s)
-            resumed = self.fallback.on_action(sent)
-        if resumed:
+        if self.send(action, sec_to_stamp(stamp), "student", self.actions):
             self.get_logger().info("fresh state embeddings: acting")
 
     def on_version(self, msg: String) -> None:
@@ -184,28 +162,8 @@ class PolicyNode(AgentNode):
             self.versions.accept(now, now)
         self.get_logger().info(f"acting with student version {number} ({path})")
 
-    def watchdog(self) -> None:
-        """The safe action while inputs are stale (ROS clock): at once, then at the keep-alive rate."""
-        # The check and the send as one step: every action goes out under the lock, so a safe action decided
-        # before a fresh state was accepted cannot follow that state's action. The time is read under the
-        # lock too: read before it, an action executed while this waited would look like a clock that went
-        # back, and its "stop" would follow that action at once.
-        with self.lock:
-            now = self.now_s()
-            entering = not self.fallback.stopped
-            due = self.fallback.on_tick(now)
-            if due:
-                self.publish_safe(now)
-        if due and entering:
-            self.get_logger().warning(f"no fresh state for {self.input_timeout_s} s: sending the safe action")
-
-    def publish_safe(self, stamp: float) -> None:
-        """The contract's safe action; called under `self.lock`."""
-        self.publish(self.contract.safe_skill_id, self.contract.layout.defaults, stamp, "safe")
-
-    def publish(self, skill: int, params: np.ndarray, stamp: float, source: str = "student") -> None:
-        """Action (within the contract) on the action topic."""
-        self.pub_action.publish(self.codec.to_msg(skill, params, stamp, source))
+    def silence(self, now: float) -> str:
+        return f"no fresh state for {self.input_timeout_s} s"
 
     def health(self, now: float) -> list[tuple[str, Status]]:
         state = self.state_in.status(now)
