@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from agent import graph
+from agent.graph import render
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "ros2_ws" / "src" / "agent" / "config" / graph.PARAMS_FILE
@@ -16,17 +17,22 @@ README = REPO / "README.md"
 
 
 def test_parameter_file_is_rendered_from_the_graph() -> None:
-    assert CONFIG.read_text() == graph.params_yaml(), (
+    assert CONFIG.read_text() == render.params_yaml(), (
         "config/agent.yaml is out of date: python -m agent.graph > ros2_ws/src/agent/config/agent.yaml"
     )
 
 
+def test_python_m_agent_graph_prints_the_parameter_file() -> None:
+    out = subprocess.run([sys.executable, "-m", "agent.graph"], check=True, capture_output=True, text=True)
+    assert out.stdout == CONFIG.read_text()
+
+
 def test_readme_graph_section_is_generated_from_the_graph() -> None:
     text = README.read_text()
-    assert text == graph.with_graph_section(text), (
+    assert text == render.with_graph_section(text), (
         "README.md's graph section is out of date: python -m agent.graph --readme README.md"
     )
-    section = text.split(graph.README_BEGIN)[1].split(graph.README_END)[0]
+    section = text.split(render.README_BEGIN)[1].split(render.README_END)[0]
     assert all(f"`{t}`" in section for t in graph.TOPICS) and all(
         f"`{n.name}`" in section for n in graph.NODES
     )

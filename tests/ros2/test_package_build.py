@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from agent import graph
+from agent.graph.render import params_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE_XML = REPO / "ros2_ws" / "src" / "agent" / "package.xml"
@@ -69,12 +70,12 @@ def test_colcon_build_installs_nodes_launch_config_and_ament_index(tmp_path: Pat
     assert (
         launch_file.read_text() == (REPO / "launch" / "bringup.launch.py").read_text()
     )  # the top-level link
-    assert (share / "config" / graph.PARAMS_FILE).read_text() == graph.params_yaml()
+    assert (share / "config" / graph.PARAMS_FILE).read_text() == params_yaml()
     for spec in graph.NODES:
         exe = prefix / "lib" / "agent" / spec.executable
         assert exe.is_file() and os.access(exe, os.X_OK), spec.executable
     (site,) = (prefix / "lib").glob("python3*/site-packages")
-    assert (site / "agent" / "graph.py").is_file(), "the launch file imports agent.graph from the install"
+    assert (site / "agent" / "graph" / "__init__.py").is_file(), "the launch file imports agent.graph"
     (entry_points,) = site.glob("agent-*.egg-info/entry_points.txt")
     scripts = {line.replace(" ", "") for line in entry_points.read_text().splitlines()}
     assert {s.entry_point.replace(" ", "") for s in graph.NODES} <= scripts  # each runs its graph module

@@ -1,6 +1,6 @@
 """ament_python build of the `agent` ROS 2 package: nodes, launch file, parameter files.
 
-Console scripts come from `agent/graph.py`, the one definition of the node graph. It imports only the
+Console scripts come from `agent/graph/__init__.py`, the one definition of the node graph. It imports only the
 standard library, so it is loaded here by path, without installing anything first.
 """
 
@@ -19,7 +19,7 @@ LAUNCH_DIR = HERE / "launch"
 
 
 def _graph():
-    spec = importlib.util.spec_from_file_location("agent_graph", HERE / PACKAGE / "graph.py")
+    spec = importlib.util.spec_from_file_location("agent_graph", HERE / PACKAGE / "graph" / "__init__.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve their module while the class is created
     spec.loader.exec_module(module)

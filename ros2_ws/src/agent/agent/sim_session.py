@@ -44,6 +44,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from agent import graph
 from agent.bringup import Bringup
+from agent.graph.render import params_yaml
 from agent.recorder import BagRecorder, RecordingReport
 from agent.stop_signals import StopSignals
 from sim.robot_interface import AppliedAction
@@ -72,7 +73,7 @@ class SessionConfig:
 
     def params(self) -> dict:
         """The graph's parameter file with this session's choices applied."""
-        params = yaml.safe_load(graph.params_yaml())
+        params = yaml.safe_load(params_yaml())
         node = {name: params[name]["ros__parameters"] for name in params}
         node["encoder"].update(inference_threads=self.threads)
         node["policy"].update(inference_threads=self.threads)
