@@ -9,7 +9,7 @@ from opd.distill.config import NoveltyConfig, OPDConfig
 from opd.distill.learner import OnlineDistillation
 from policies.artifact import Artifact
 from policies.image_encoder import widen_positions
-from policies.student_policy import StudentPolicy
+from policies.student_from_artifact import build_student
 from policies.teacher_policy import TeacherPolicy
 from policies.torch_files import load_torch
 from policies.weight_init import skipped_weight_init
@@ -21,15 +21,14 @@ def learner_from_artifact(
     """The OPD learner of a deployed student: the artifact's head, predictor and novelty ensemble if it
     has one (its torch weights, verified by the artifact's hashes) on the state embeddings of its fixed
     encoder, as the live node runs it."""
-    student_cfg = artifact.student_config
     distill = cfg.distill.model_copy(update={"train_encoder": False})
     update: dict[str, Any] = {"predictor": artifact.predictor_config, "distill": distill}
     novelty = artifact.novelty_config  # the shape of the ensemble it carries
     if novelty is not None:
         update["novelty"] = NoveltyConfig.from_dict(novelty, f"{artifact.root}: config.novelty")
     cfg = cfg.model_copy(update=update)
-    with skipped_weight_init():  # every weight comes from the artifact just below
-        student = StudentPolicy(student_cfg, artifact.contract)
+    with skipped_weight_init():  # every weight is the artifact's
+        student = build_student(artifact)
     learner = OnlineDistillation(student, teacher, cfg, num_envs, learning=learning)
     load_artifact_weights(learner, artifact)
     return learner

@@ -23,7 +23,7 @@ from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import PROJECT_ROOT, from_root, load_yaml_mapping
 from policies.export import Novelty, export_head_version
 from policies.state_predictor import StatePredictor
-from policies.student_policy import StudentPolicy
+from policies.student_from_artifact import build_student
 from policies.teacher_policy import load_teacher
 from policies.torch_files import load_torch
 from sim.robots import diffbot
@@ -140,8 +140,7 @@ def export_version_main(argv: list[str]) -> None:
     torch.set_num_threads(1)
     base_dir, weights, out, number = argv
     base = Artifact.load(base_dir)
-    student = StudentPolicy(base.student_config, base.contract)
-    student.load_state_dict(load_torch(Path(weights) / "student.pt"))
+    student = build_student(base, Path(weights) / "student.pt")
     predictor = StatePredictor(base.predictor_config)
     predictor.load_state_dict(load_torch(Path(weights) / "predictor.pt"))
     novelty = None

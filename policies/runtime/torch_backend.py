@@ -8,7 +8,7 @@ from torch import nn
 
 from policies.artifact import Artifact
 from policies.state_predictor import StatePredictor
-from policies.student_policy import StudentPolicy
+from policies.student_from_artifact import build_student
 from policies.torch_files import load_torch
 
 
@@ -38,6 +38,5 @@ def build_module(artifact: Artifact, name: str) -> nn.Module:
         module = StatePredictor(artifact.predictor_config)
         module.load_state_dict(load_torch(artifact.weights.predictor))
         return module
-    student = StudentPolicy(artifact.student_config, artifact.contract)
-    student.load_state_dict(load_torch(artifact.weights.student))
+    student = build_student(artifact)
     return student.deployed_encoder() if name == "encoder" else student.deployed_head()
