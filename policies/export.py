@@ -45,7 +45,6 @@ ONNX_OPSET = 18
 DEFAULT_STUDENT_CONFIG = Path(__file__).parent / "configs" / "student.yaml"
 DEFAULT_PREDICTOR_CONFIG = Path(__file__).parent / "configs" / "predictor.yaml"
 DEFAULT_CONTRACT = Path(__file__).parents[1] / "sim" / "robots" / "diffbot" / "skills.yaml"
-DEFAULT_SIM_CONFIG = Path(__file__).parents[1] / "sim" / "configs" / "mujoco.yaml"
 
 
 def export_artifact(
@@ -53,7 +52,8 @@ def export_artifact(
     student_cfg: StudentConfig | None = None,
     contract: SkillContract | None = None,
     predictor_cfg: PredictorConfig | None = None,
-    privileged_fields: tuple[str, ...] | None = None,
+    *,
+    privileged_fields: tuple[str, ...],
     student_weights: str | Path | None = None,
     predictor_weights: str | Path | None = None,
     int8: bool = False,
@@ -69,8 +69,9 @@ def export_artifact(
 
     Args:
         privileged_fields: names of the teacher-side state columns the predictor predicts, in order
-            (`RobotSpec.privileged_fields`); None = the default robot's (`robot_privileged_fields()`).
-            predictor.out_dim None resolves to their number; any other number must equal it.
+            (`RobotSpec.privileged_fields`; the default robot's: `sim.marker_task.robot_privileged_fields()`,
+            passed in: policies/ does not import the sim). predictor.out_dim None resolves to their number;
+            any other number must equal it.
         teacher: the teacher it was distilled from, {"checkpoint": path as configured, "sha256": its hash}
             (`opd.live.loading.teacher_record`): its predictor predicts what that teacher sees, so the OPD
             core deploys it with that teacher by default (`opd.live.loading.default_teacher`).
@@ -206,20 +207,11 @@ def export_head_version(
     return out_dir
 
 
-def robot_privileged_fields(sim_config: str | Path = DEFAULT_SIM_CONFIG) -> tuple[str, ...]:
-    """Privileged state columns of the robot a sim config describes (default: DiffBot on MuJoCo)."""
-    # Imported here: the sim stack (MuJoCo, task code) is not a dependency of loading policies/.
-    from sim.config import SimConfig
-    from sim.marker_task import privileged_fields
-
-    return privileged_fields(SimConfig.from_yaml(sim_config).task.num_obstacles)
-
-
 def _resolve_out_dim(
-    cfg: PredictorConfig, fields: tuple[str, ...] | None
+    cfg: PredictorConfig, fields: tuple[str, ...]
 ) -> tuple[PredictorConfig, tuple[str, ...]]:
     """Set predictor.out_dim to the number of privileged fields; refuse a hand-set width that differs."""
-    fields = tuple(fields) if fields is not None else robot_privileged_fields()
+    fields = tuple(fields)
     if cfg.out_dim is None:
         resolved = {**cfg.model_dump(), "out_dim": len(fields)}  # validated: no fields is refused
         return PredictorConfig.from_dict(resolved, "predictor, out_dim from privileged_fields"), fields

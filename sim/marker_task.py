@@ -10,10 +10,11 @@ tells a student which colour is next without any goal input.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from sim.config import TaskConfig
+from sim.config import SimConfig, TaskConfig
 from sim.robot_interface import Outcome, TaskStatus
 from sim.robots.diffbot import constants as C
 
@@ -59,6 +60,13 @@ def privileged_fields(num_obstacles: int) -> tuple[str, ...]:
         "wall_gap_m",  # distance between the chassis and the nearest wall
         "progress", "time_left",  # markers reached / M; remaining fraction of the time limit
     )  # fmt: skip
+
+
+def robot_privileged_fields(sim_config: str | Path | None = None) -> tuple[str, ...]:
+    """Privileged state columns of the robot a sim config describes (None: DiffBot on MuJoCo,
+    sim/configs/mujoco.yaml): what an exported predictor predicts (`policies.export.export_artifact`)."""
+    path = sim_config or Path(__file__).parent / "configs" / "mujoco.yaml"
+    return privileged_fields(SimConfig.from_yaml(path).task.num_obstacles)
 
 
 class MarkerTask:

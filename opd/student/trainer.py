@@ -56,6 +56,7 @@ from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy, load_teacher
 from policies.torch_files import load_torch
 from sim.config import SimConfig
+from sim.marker_task import robot_privileged_fields
 from sim.robots import diffbot
 
 log = logging.getLogger(__name__)
@@ -453,6 +454,7 @@ class StudentTrainer:
             self.student_cfg,
             self.learner.contract,
             self.learner.predictor_cfg,
+            privileged_fields=robot_privileged_fields(),
             student_weights=self.out / "student.pt",
             predictor_weights=self.out / "predictor.pt",
             teacher=teacher_record(self.cfg.teacher),
@@ -521,7 +523,7 @@ def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = N
         torch.save(learner["predictor"], weights["predictor"])
         try:
             return export_artifact(
-                out, student_cfg, contract, cfg.opd.predictor,
+                out, student_cfg, contract, cfg.opd.predictor, privileged_fields=robot_privileged_fields(),
                 student_weights=weights["student"], predictor_weights=weights["predictor"],
                 teacher=teacher_record(cfg.teacher), novelty=novelty, **options,
             )  # fmt: skip

@@ -280,6 +280,7 @@ def test_the_student_evaluation_witnesses_every_collision_it_counts(tmp_path) ->
     from policies.student_policy import StudentConfig
     from sim.config import SimConfig
     from sim.gym_env import CONFIG_DIR
+    from sim.marker_task import robot_privileged_fields
 
     cfg = StudentConfig.from_dict({
         "encoder": {"image": {"backbone": "resnet18", "height": 32, "width": 32}, "imu": {"window": 8,
@@ -287,7 +288,8 @@ def test_the_student_evaluation_witnesses_every_collision_it_counts(tmp_path) ->
         "head": {"hidden": [16]},
     })  # fmt: skip
     predictor = PredictorConfig(in_dim=16, hidden=8)
-    art = export_artifact(tmp_path / "student", student_cfg=cfg, predictor_cfg=predictor)
+    fields = robot_privileged_fields()
+    art = export_artifact(tmp_path / "student", cfg, predictor_cfg=predictor, privileged_fields=fields)
     sim = SimConfig.from_yaml(CONFIG_DIR / "mujoco.yaml")
     sim = sim.model_copy(
         update={
@@ -310,13 +312,15 @@ def test_a_skill_bias_moves_the_students_argmax_and_the_chosen_skill_keeps_the_h
     from policies.predictor_config import PredictorConfig
     from policies.runtime import load_student
     from policies.student_policy import StudentConfig
+    from sim.marker_task import robot_privileged_fields
 
     cfg = StudentConfig.from_dict({
         "encoder": {"image": {"backbone": "resnet18", "height": 32, "width": 32}, "imu": {"window": 8,
                     "conv_channels": [8]}, "fusion": {"dim": 16, "heads": 2, "queries": 2}, "embed_dim": 16},
         "head": {"hidden": [16]},
     })  # fmt: skip
-    art = export_artifact(tmp_path / "s", student_cfg=cfg, predictor_cfg=PredictorConfig(in_dim=16))
+    art = export_artifact(tmp_path / "s", student_cfg=cfg, predictor_cfg=PredictorConfig(in_dim=16),
+                          privileged_fields=robot_privileged_fields())  # fmt: skip
     rng = np.random.default_rng(0)
     n = 6
     obs = {

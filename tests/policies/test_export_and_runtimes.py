@@ -9,10 +9,11 @@ import onnx
 import pytest
 
 from policies.artifact import ARTIFACT_FORMAT, Artifact, ArtifactError
-from policies.export import ONNX_OPSET, export_artifact, robot_privileged_fields
+from policies.export import ONNX_OPSET, export_artifact
 from policies.predictor_config import PredictorConfig
 from policies.runtime import BackendUnavailable, load_model, load_student
 from policies.tensorrt_compat import tensorrt_problems
+from sim.marker_task import robot_privileged_fields
 
 # Documented parity tolerance of the fp32 ONNX Runtime (and TensorRT fp32) backends against torch eager.
 EMBED_ATOL = 1e-4
@@ -65,10 +66,11 @@ def test_manifest_describes_everything_a_deployer_needs(artifact, contract):
 
 
 def test_predictor_predicts_the_default_robots_privileged_state(tmp_path, tiny_cfg, contract):
-    """Shipped predictor.yaml (out_dim null) + no fields given: the MuJoCo DiffBot's privileged state."""
+    """Shipped predictor.yaml (out_dim null) + the default robot's fields: the MuJoCo DiffBot's privileged
+    state."""
     fields = robot_privileged_fields()
     assert len(fields) == 25  # 13 pose/target + 3 obstacles x 3 + wall gap + progress + time left
-    art = export_artifact(tmp_path / "a", student_cfg=tiny_cfg, contract=contract)
+    art = export_artifact(tmp_path / "a", student_cfg=tiny_cfg, contract=contract, privileged_fields=fields)
     m = Artifact.load(art).manifest
     prediction = next(o for o in m["models"]["predictor"]["outputs"] if o["name"] == "prediction")
     assert prediction["shape"][-1] == m["config"]["predictor"]["out_dim"] == 25
@@ -81,7 +83,8 @@ def test_predictor_predicts_the_default_robots_privileged_state(tmp_path, tiny_c
 
 def test_a_predictor_width_that_is_not_the_robots_is_refused(tmp_path, tiny_cfg, contract):
     with pytest.raises(ValueError, match=r"out_dim \(16\).*\(25 fields\)"):
-        export_artifact(tmp_path / "a", student_cfg=tiny_cfg, predictor_cfg=PredictorConfig(out_dim=16))
+        export_artifact(tmp_path / "a", student_cfg=tiny_cfg, predictor_cfg=PredictorConfig(out_dim=16),
+                        privileged_fields=robot_privileged_fields())  # fmt: skip
     with pytest.raises(ValueError, match=r"out_dim \(6\).*\(2 fields\)"):
         export_artifact(
             tmp_path / "b", student_cfg=tiny_cfg, predictor_cfg=PredictorConfig(out_dim=6),
@@ -321,7 +324,7 @@ def test_unknown_backend_and_precision(artifact):
 
 def test_default_config_parity(tmp_path):
     """The shipped configuration (ResNet34, 128x128) holds the same tolerance as the tiny test model."""
-    art = export_artifact(tmp_path / "default")
+    art = export_artifact(tmp_path / "default", privileged_fields=robot_privileged_fields())
     ref, ort = load_student(art, "torch"), load_student(art, "onnxruntime")
     for case in _cases(ref, 2):
         e_ref, e_ort = ref.encode(*case)[0], ort.encode(*case)[0]

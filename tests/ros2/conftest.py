@@ -102,6 +102,7 @@ def tiny_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from policies.export import export_artifact
     from policies.predictor_config import PredictorConfig
     from policies.student_policy import StudentConfig
+    from sim.marker_task import robot_privileged_fields
 
     cfg = StudentConfig.from_dict({
         "encoder": {
@@ -113,7 +114,8 @@ def tiny_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "head": {"hidden": [16]},
     })  # fmt: skip
     out = tmp_path_factory.mktemp("artifact") / "student"
-    return export_artifact(out, student_cfg=cfg, predictor_cfg=PredictorConfig(in_dim=16, hidden=8))
+    predictor, fields = PredictorConfig(in_dim=16, hidden=8), robot_privileged_fields()
+    return export_artifact(out, student_cfg=cfg, predictor_cfg=predictor, privileged_fields=fields)
 
 
 @pytest.fixture(scope="session")

@@ -254,10 +254,11 @@ def run_encoder(args: argparse.Namespace) -> int:
 def _fresh_artifact(out: Path, args: argparse.Namespace, int8: bool) -> Path:
     from policies.export import DEFAULT_STUDENT_CONFIG, export_artifact
     from policies.student_policy import StudentConfig
+    from sim.marker_task import robot_privileged_fields
 
     cfg = StudentConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
     cfg.encoder.image.width, cfg.encoder.image.height = args.image_size
-    return export_artifact(out, student_cfg=cfg, int8=int8)
+    return export_artifact(out, student_cfg=cfg, privileged_fields=robot_privileged_fields(), int8=int8)
 
 
 def _print_table(result: dict) -> None:

@@ -48,17 +48,18 @@ def run(args: argparse.Namespace) -> int:
     if args.step is not None:
         print("agent export: --step needs --from-run", file=sys.stderr)
         return 2
-    from policies.export import export_artifact, robot_privileged_fields
+    from policies.export import export_artifact
     from policies.predictor_config import PredictorConfig
     from policies.skill_contract import SkillContract
     from policies.student_policy import StudentConfig
+    from sim.marker_task import robot_privileged_fields
 
     out = export_artifact(
         args.out,
         student_cfg=StudentConfig.from_yaml(args.config) if args.config else None,
         contract=SkillContract.load(args.contract) if args.contract else None,
         predictor_cfg=PredictorConfig.from_yaml(args.predictor_config) if args.predictor_config else None,
-        privileged_fields=robot_privileged_fields(args.sim_config) if args.sim_config else None,
+        privileged_fields=robot_privileged_fields(args.sim_config),
         student_weights=args.student_weights,
         predictor_weights=args.predictor_weights,
         int8=args.int8,
