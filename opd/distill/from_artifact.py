@@ -50,9 +50,9 @@ def load_artifact_weights(
     `wider`: the learner's camera is wider than the artifact's (same height): the image position embedding
     is widened (`policies.image_encoder.widen_positions`).
     """
-    weights = artifact.manifest["weights"]
+    weights = artifact.weights
     try:
-        state = load_torch(artifact.path(weights["student"]))
+        state = load_torch(weights.student)
         if wider:
             image, pos = learner.student.cfg.encoder.image, "encoder.image.pos"
             rows, cols = image.height // image.stride, image.width // image.stride
@@ -61,10 +61,10 @@ def load_artifact_weights(
         kept = {k for k in missing if new_memory and k.startswith("memory.")}
         if unexpected or set(missing) - kept:
             raise RuntimeError(f"missing keys {sorted(set(missing) - kept)}, unexpected {sorted(unexpected)}")
-        predictor = load_torch(artifact.path(weights["predictor"]))
+        predictor = load_torch(weights.predictor)
         learner.predictor.load_state_dict(predictor)
-        if novelty and learner.novelty is not None and "novelty" in weights:
-            learner.novelty.load_state_dict(load_torch(artifact.path(weights["novelty"])))
+        if novelty and learner.novelty is not None and weights.novelty is not None:
+            learner.novelty.load_state_dict(load_torch(weights.novelty))
     except (RuntimeError, KeyError) as err:
         raise ValueError(f"{artifact.root}: weights do not fit the learner's config: {err}") from None
     learner.sync_policy()
