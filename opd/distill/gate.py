@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import collections
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -102,6 +103,12 @@ class Recent:
         """(W,) the kept values in ring order, a view: for a quantile, whose multiset has no order."""
         return self._ring[: len(self)]
 
+    def newest(self, k: int) -> np.ndarray:
+        """(k,) the newest k kept values in no set order (a view when k is all of them): for a quantile."""
+        if k == len(self):
+            return self._ring[:k]
+        return self._ring[(self.seen - k + np.arange(k)) % self._ring.size]
+
     def __len__(self) -> int:
         return min(self.seen, self._ring.size)
 
@@ -142,8 +149,8 @@ def choose(
     threshold: float | np.ndarray,
     release: float | np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The module's rules, first match wins, per env (N,): (teacher acts, index into REASONS). The settings
-    are scalars, or (N,) arrays for a bank of settings (`GateBank`)."""
+    """The module's rules, first match wins, per element of the state arrays (any one shape, e.g. (V, N)):
+    (teacher acts, index into REASONS). Settings broadcast against them: scalars, or (V, 1) per variant."""
     rules = (  # (condition, reason, teacher acts)
         (~ok, UNAVAILABLE, False),
         (~in_contract, OUT_OF_CONTRACT, True),
@@ -155,10 +162,9 @@ def choose(
         (error > threshold, ABOVE, True),
     )
     # Plain masks rather than np.select, which costs ~10x more at N = 1.
-    n = was.shape[0]
-    reason = np.full(n, CONFIDENT)  # (N,)
-    teacher = np.zeros(n, bool)  # (N,)
-    open_ = np.ones(n, bool)  # no rule has matched yet
+    reason = np.full(was.shape, CONFIDENT)
+    teacher = np.zeros(was.shape, bool)
+    open_ = np.ones(was.shape, bool)  # no rule has matched yet
     for condition, rule, acts in rules:
         hit = condition & open_
         if hit.any():
@@ -230,39 +236,106 @@ class SwitchEvent:
 
 
 class Gate:
-    """Vectorised switch between student and teacher for N envs; numpy only, so trainer and node share it."""
+    """Vectorised switch between student and teacher for N envs; numpy only, so trainer and node share it.
 
-    def __init__(self, cfg: GateConfig, num_envs: int) -> None:
-        if cfg.budget_window < num_envs:
-            raise ValueError(f"budget_window = {cfg.budget_window} must hold one decision of {num_envs} envs")
-        self.cfg, self.num_envs = cfg, num_envs
-        self._teacher = np.zeros(num_envs, bool)  # (N,) source of the last decision
-        self._held = np.zeros(num_envs, np.int64)  # (N,) decisions the teacher has acted in a row
-        self._disagree_since = np.full(num_envs, np.nan)  # (N,) s; NaN = skills agree
-        self._window = Recent(cfg.budget_window)  # recent finite errors, stds
-        self._beta = cfg.budget or 0.0  # calibrated quantile level: threshold = quantile(1 - beta)
-        self.events: collections.deque[SwitchEvent] = collections.deque(maxlen=cfg.max_events)
+    Under several settings (V variants, replay's counterfactual gates) the gate rules on the same evidence
+    once per variant, in one vectorised call: variant i decides exactly as a `Gate(configs[i], N)` of its own
+    would (tested). Each variant keeps its own source, dwell, disagreement timer and budget calibration; they
+    all record the same errors, so one ring (the longest `budget_window`) serves them all, each reading its
+    newest `budget_window`. Only a gate of one setting logs (`counts`, `events`, `switches`).
+    """
+
+    def __init__(self, cfg: GateConfig | Sequence[GateConfig], num_envs: int) -> None:
+        self.configs = [cfg] if isinstance(cfg, GateConfig) else list(cfg)
+        if not self.configs:
+            raise ValueError("a gate needs at least one GateConfig")
+        for c in self.configs:
+            if c.budget_window < num_envs:
+                raise ValueError(
+                    f"budget_window = {c.budget_window} must hold one decision of {num_envs} envs"
+                )
+        self.cfg, self.num_envs = self.configs[0], num_envs
+        shape = (len(self.configs), num_envs)  # (V, N)
+        column = lambda name: np.array([[getattr(c, name)] for c in self.configs])  # noqa: E731 (V, 1)
+        self._min_teacher_steps, self._release_ratio = column("min_teacher_steps"), column("release_ratio")
+        self._disagree_s = column("disagree_s")
+        self._teacher = np.zeros(shape, bool)  # source of the last decision
+        self._held = np.zeros(shape, np.int64)  # decisions the teacher has acted in a row
+        self._disagree_since = np.full(shape, np.nan)  # s; NaN = skills agree
+        self._window = Recent(max(c.budget_window for c in self.configs))  # recent finite errors, stds
+        self._beta = [c.budget or 0.0 for c in self.configs]  # (V,) threshold = quantile(1 - beta)
+        self.events: collections.deque[SwitchEvent] = collections.deque(maxlen=self.cfg.max_events)
         self.counts: collections.Counter[str] = collections.Counter()  # "teacher/holding" -> decisions
         self.switches = 0  # switches in total (`events` keeps the newest `max_events` of them)
 
-    def _calibrated(self) -> bool:
-        return self.cfg.budget is not None and len(self._window) >= self.cfg.budget_min_samples
+    def _recent(self, c: GateConfig) -> np.ndarray:
+        """The newest errors that setting `c` reads: its `budget_window` of the shared ring."""
+        return self._window.newest(min(len(self._window), c.budget_window))
 
-    def threshold(self, step: int) -> float:
-        """Switch-to-teacher threshold, stds: the schedule at learner `step`, or the calibrated quantile."""
+    def _calibrated(self, c: GateConfig) -> bool:
+        return c.budget is not None and min(len(self._window), c.budget_window) >= c.budget_min_samples
+
+    def thresholds(self, step: int) -> np.ndarray:
+        """(V,) switch-to-teacher thresholds, stds: each variant's schedule at learner `step`, or its
+        calibrated quantile."""
+        return self._thresholds(step, [self._calibrated(c) for c in self.configs])
+
+    def _thresholds(self, step: int, calibrated: list[bool]) -> np.ndarray:
         if step < 0:
             raise ValueError(f"step = {step} must be >= 0")
-        if self._calibrated():
-            return quantile(self._window.kept(), 1.0 - self._beta)
-        c = self.cfg
-        return scheduled(c, c.threshold_start, c.threshold_end, step)
+        return np.array([
+            quantile(self._recent(c), 1.0 - beta) if cal
+            else scheduled(c, c.threshold_start, c.threshold_end, step)
+            for c, beta, cal in zip(self.configs, self._beta, calibrated, strict=True)
+        ])  # fmt: skip
 
-    def budget(self, step: int) -> float | None:
-        """Target teacher rate at learner `step` (None: no budget)."""
-        c = self.cfg
+    def threshold(self, step: int) -> float:
+        """The switch-to-teacher threshold of a gate of one setting at learner `step`, stds."""
+        return float(self.thresholds(step)[self._single()])
+
+    def budget(self, step: int, c: GateConfig | None = None) -> float | None:
+        """Target teacher rate of setting `c` (default: this gate's) at learner `step` (None: no budget)."""
+        c = c or self.cfg
         if c.budget is None:
             return None
         return scheduled(c, c.budget, c.budget if c.budget_end is None else c.budget_end, step)
+
+    def decide_variants(
+        self,
+        step: int,
+        now: np.ndarray,
+        error: np.ndarray,
+        student_skill: np.ndarray,
+        teacher_skill: np.ndarray,
+        student_in_contract: np.ndarray,
+        teacher_ok: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`decide`'s rules under every setting: (teacher acts (V, N), index into REASONS (V, N), the
+        switch-to-teacher thresholds (V,)). Records the errors; logs nothing."""
+        now, error = self._vec(now, np.float64, "now"), self._vec(error, np.float64, "error")
+        student_skill = self._vec(student_skill, np.int64, "student_skill")
+        differ = student_skill != self._vec(teacher_skill, np.int64, "teacher_skill")
+        in_contract = self._vec(student_in_contract, bool, "student_in_contract")
+        ok = self._vec(teacher_ok, bool, "teacher_ok")
+        calibrated = [self._calibrated(c) for c in self.configs]
+        threshold = self._thresholds(step, calibrated)  # (V,)
+        release = self._release_ratio * threshold[:, None]  # (V, 1)
+        # the evidence (1, N) broadcasts against the variants' state (V, N)
+        now, error, ok, in_contract, differ = (x[None] for x in (now, error, ok, in_contract, differ))
+        self._disagree_since, disagree = disagreement(self._disagree_since, now, differ, ok, self._disagree_s)
+        was = self._teacher
+        teacher, reason = choose(was, self._held, self._min_teacher_steps, ok, in_contract, disagree, error,
+                                 threshold[:, None], release)  # fmt: skip
+        self._held = np.where(teacher, self._held + 1, 0)
+        self._teacher = teacher.copy()  # the decision's array is the caller's
+        self._window.push(error[0])  # (N,)
+        # ADI: beta follows the budget's rate error among the envs with a teacher
+        if any(calibrated) and ok.any():
+            for v, c in enumerate(self.configs):
+                if calibrated[v]:
+                    beta = self._beta[v] + c.budget_gain * (self.budget(step, c) - teacher[v][ok[0]].mean())
+                    self._beta[v] = min(max(float(beta), 0.0), 1.0)  # np.clip costs ~10 us on a scalar
+        return teacher, reason, threshold
 
     def decide(
         self,
@@ -274,53 +347,47 @@ class Gate:
         student_in_contract: np.ndarray,
         teacher_ok: np.ndarray,
     ) -> GateDecision:
-        """Pick the acting source per env by the module's rules, record the errors and log switches.
+        """Pick the acting source per env by the module's rules, record the errors and log switches (a gate
+        of one setting).
 
         Args: learner step; per env (N,): time s, prediction error stds (NaN = unknown), student and teacher
         skill ids, whether the student's raw action was within the skill contract, whether a fresh teacher
         action exists.
         """
+        v = self._single()
+        was = self._teacher[v]
         now, error = self._vec(now, np.float64, "now"), self._vec(error, np.float64, "error")
-        student_skill = self._vec(student_skill, np.int64, "student_skill")
-        differ = student_skill != self._vec(teacher_skill, np.int64, "teacher_skill")
-        in_contract = self._vec(student_in_contract, bool, "student_in_contract")
-        ok = self._vec(teacher_ok, bool, "teacher_ok")
-        calibrated, threshold = self._calibrated(), self.threshold(step)
-        release = self.cfg.release_ratio * threshold
-
-        c = self.cfg
-        self._disagree_since, disagree = disagreement(self._disagree_since, now, differ, ok, c.disagree_s)
-        was = self._teacher
-        teacher, reason = choose(was, self._held, c.min_teacher_steps, ok, in_contract, disagree, error,
-                                 threshold, release)  # fmt: skip
+        teacher, reason, threshold = self.decide_variants(
+            step, now, error, student_skill, teacher_skill, student_in_contract, teacher_ok
+        )
+        teacher, threshold = teacher[v], float(threshold[v])
         switched = teacher != was
-
-        self._held = np.where(teacher, self._held + 1, 0)
-        self._teacher = teacher.copy()  # the decision's array is the caller's
-        self._window.push(error)
-        if calibrated and ok.any():
-            beta = self._beta + self.cfg.budget_gain * (self.budget(step) - teacher[ok].mean())
-            self._beta = min(max(float(beta), 0.0), 1.0)
-        names = tuple(REASONS[r] for r in reason)
+        names = tuple(REASONS[r] for r in reason[v])
         self.counts.update(f"{SOURCES[t]}/{n}" for t, n in zip(teacher.tolist(), names, strict=True))
         self.switches += int(switched.sum())
         for e in np.flatnonzero(switched):
-            err = float(error[e])
-            self.events.append(
-                SwitchEvent(int(e), float(now[e]), step, bool(teacher[e]), names[e], err, threshold)
+            event = SwitchEvent(
+                int(e), float(now[e]), step, bool(teacher[e]), names[e], float(error[e]), threshold
             )
-        return GateDecision(teacher, names, threshold, release, switched)
+            self.events.append(event)
+        return GateDecision(teacher, names, threshold, self.cfg.release_ratio * threshold, switched)
+
+    def _single(self) -> int:
+        if len(self.configs) != 1:
+            raise ValueError(f"this gate holds {len(self.configs)} settings: use decide_variants")
+        return 0
 
     def reset(self, envs: np.ndarray | None = None) -> None:
-        """New episode for `envs` (indices or an (N,) bool mask; None = all): the student acts, timers clear.
+        """New episode for `envs` (indices or an (N,) bool mask; None = all), under every setting: the
+        student acts, timers clear.
 
         The hand-back is not a switch event: no decision was made. The error window and the calibration
         stay, since they describe the predictor, not the episode.
         """
         idx = slice(None) if envs is None else np.asarray(envs)
-        self._teacher[idx] = False
-        self._held[idx] = 0
-        self._disagree_since[idx] = np.nan
+        self._teacher[:, idx] = False
+        self._held[:, idx] = 0
+        self._disagree_since[:, idx] = np.nan
 
     def _vec(self, x: np.ndarray, dtype: type, name: str) -> np.ndarray:
         """`x` as an (N,) array of `dtype`; a wrong shape is the caller's bug, named."""
@@ -330,13 +397,16 @@ class Gate:
         return x
 
     def state_dict(self) -> dict:
-        """Plain types only, so training checkpoints load with torch.load(weights_only=True)."""
+        """Plain types only, so training checkpoints load with torch.load(weights_only=True). A gate of one
+        setting keeps its per-env lists flat (as checkpoints have always held them)."""
+        flat = len(self.configs) == 1
+        plain = lambda a: (a[0] if flat else a).tolist()  # noqa: E731
         return {
-            "teacher": self._teacher.tolist(),
-            "held": self._held.tolist(),
-            "disagree_since": self._disagree_since.tolist(),
+            "teacher": plain(self._teacher),
+            "held": plain(self._held),
+            "disagree_since": plain(self._disagree_since),
             "window": self._window.values().tolist(),  # oldest first
-            "beta": self._beta,
+            "beta": self._beta[0] if flat else list(self._beta),
             "counts": dict(self.counts),
             "switches": self.switches,
             "events": [asdict(e) for e in self.events],
@@ -344,91 +414,16 @@ class Gate:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore from `state_dict`; the window keeps its newest `budget_window` errors."""
-        if len(state["teacher"]) != self.num_envs:
-            raise ValueError(f"state holds {len(state['teacher'])} envs, this gate {self.num_envs}")
-        self._teacher = np.asarray(state["teacher"], bool)
-        self._held = np.asarray(state["held"], np.int64)
-        self._disagree_since = np.asarray(state["disagree_since"], np.float64)
+        shape = self._teacher.shape
+        teacher = np.asarray(state["teacher"], bool)
+        if teacher.size != np.prod(shape):
+            raise ValueError(f"state holds {teacher.shape} decisions, this gate {shape} (variants, envs)")
+        self._teacher = teacher.reshape(shape)
+        self._held = np.asarray(state["held"], np.int64).reshape(shape)
+        self._disagree_since = np.asarray(state["disagree_since"], np.float64).reshape(shape)
         self._window.load(state["window"])
-        self._beta = float(state["beta"])
+        self._beta = [float(b) for b in np.asarray(state["beta"], np.float64).reshape(len(self.configs))]
         self.counts = collections.Counter(state["counts"])
         self.events.clear()
         self.events.extend(SwitchEvent(**e) for e in state["events"])
         self.switches = int(state.get("switches", len(self.events)))  # checkpoints before the counter
-
-
-class GateBank:
-    """Several gate settings ruling on one env's evidence at once (replay's counterfactual gates): variant
-    i decides exactly as a `Gate(configs[i], 1)` of its own would (tested), in one vectorised call instead
-    of one ~0.15 ms call per setting. Every variant records the same errors, so one ring (the longest
-    `budget_window`) serves them all; each keeps its own source, dwell, timer and budget calibration."""
-
-    def __init__(self, configs: list[GateConfig]) -> None:
-        self.configs = list(configs)
-        self.min_teacher_steps = np.array([c.min_teacher_steps for c in configs], np.int64)  # (V,)
-        self.release_ratio = np.array([c.release_ratio for c in configs])  # (V,)
-        self.disagree_s = np.array([c.disagree_s for c in configs])  # (V,)
-        self._window = np.zeros(max((c.budget_window for c in configs), default=1))  # shared ring
-        self._seen = 0
-        self._beta = [c.budget or 0.0 for c in configs]
-        self.reset()
-
-    def reset(self) -> None:
-        """A new episode for every variant (as `Gate.reset`): the student acts, timers clear."""
-        v = len(self.configs)
-        self._teacher = np.zeros(v, bool)
-        self._held = np.zeros(v, np.int64)
-        self._disagree_since = np.full(v, np.nan)
-
-    def _recent(self, k: int) -> np.ndarray:
-        """The last k recorded errors (a quantile's multiset: their order does not matter)."""
-        size = self._window.size
-        if k == min(self._seen, size):  # the whole ring as filled so far
-            return self._window[:k]
-        return self._window[(self._seen - k + np.arange(k)) % size]
-
-    def _thresholds(self, step: int) -> tuple[np.ndarray, list[bool]]:
-        out, calibrated = np.empty(len(self.configs)), []
-        for i, c in enumerate(self.configs):
-            k = min(self._seen, c.budget_window)
-            calibrated.append(c.budget is not None and k >= c.budget_min_samples)
-            if calibrated[-1]:
-                out[i] = quantile(self._recent(k), 1.0 - self._beta[i])
-            else:
-                out[i] = scheduled(c, c.threshold_start, c.threshold_end, step)
-        return out, calibrated
-
-    def decide(
-        self,
-        step: int,
-        now: np.ndarray,
-        error: np.ndarray,
-        student_skill: np.ndarray,
-        teacher_skill: np.ndarray,
-        student_in_contract: np.ndarray,
-        teacher_ok: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """`Gate.decide`'s arguments for one env (shapes (1,)) -> per variant (V,): the teacher acts, and
-        the switch-to-teacher threshold used."""
-        v = len(self.configs)
-        err, ok = float(error[0]), bool(teacher_ok[0])
-        threshold, calibrated = self._thresholds(step)
-        release = self.release_ratio * threshold
-        now_v, error_v, ok_v = np.full(v, float(now[0])), np.full(v, err), np.full(v, ok)
-        differ = np.full(v, int(student_skill[0]) != int(teacher_skill[0]))
-        since, disagree = disagreement(self._disagree_since, now_v, differ, ok_v, self.disagree_s)
-        self._disagree_since = since
-        in_contract = np.full(v, bool(student_in_contract[0]))
-        teacher, _ = choose(self._teacher, self._held, self.min_teacher_steps, ok_v, in_contract, disagree,
-                            error_v, threshold, release)  # fmt: skip
-        self._held = np.where(teacher, self._held + 1, 0)
-        self._teacher = teacher.copy()
-        if math.isfinite(err):
-            self._window[self._seen % self._window.size] = err
-            self._seen += 1
-        for i, c in enumerate(self.configs):
-            if calibrated[i] and ok:  # as Gate: beta follows the budget's rate error
-                budget = scheduled(c, c.budget, c.budget if c.budget_end is None else c.budget_end, step)
-                beta = self._beta[i] + c.budget_gain * (budget - np.float64(teacher[i]))
-                self._beta[i] = min(max(float(beta), 0.0), 1.0)  # np.clip costs ~10 us on a scalar
-        return teacher, threshold

@@ -22,7 +22,7 @@ Three passes over the bag:
    reader while it lagged) are not decided, as they were not live; otherwise frames are decided at their
    arrival. The frozen models' outputs for the whole recording are computed first, in batches
    (`opd.distill.model_memo`), and served to the core by input. Alongside, the counterfactual gates
-   (`ReplayConfig.gates`, one vectorised `opd.distill.gate.GateBank`) rule on the same evidence
+   (`ReplayConfig.gates`, one `opd.distill.gate.Gate` of their settings) rule on the same evidence
    (`opd.distill.learner.GateInputs`), restarting at each episode as the replayed gate does: the
    would-have-intervened rate, switches per minute and where they fall, for a whole threshold sweep in one
    pass. The counterfactual is open loop: the robot's path is the
@@ -45,7 +45,7 @@ import torch
 from pydantic import Field
 
 from opd.distill.decision_stream import DecisionStream
-from opd.distill.gate import GateBank, GateConfig
+from opd.distill.gate import Gate, GateConfig
 from opd.distill.model_memo import ModelMemo
 from opd.evaluation import project_path
 from opd.live.loading import DEFAULT_OPD_CONFIG, default_teacher, load_learner
@@ -409,8 +409,8 @@ class Replay:
         stream = DecisionStream(learner)
         base = learner.cfg.gate.model_dump()
         names = [v.name for v in self.cfg.gates]
-        bank = GateBank([GateConfig.from_dict({**base, **v.gate}, f"gates: {v.name}")
-                         for v in self.cfg.gates])  # fmt: skip
+        configs = [GateConfig.from_dict({**base, **v.gate}, f"gates: {v.name}") for v in self.cfg.gates]
+        variants = Gate(configs, 1) if configs else None  # (V,) counterfactual settings on the same evidence
         teacher = sorted(rec.teacher_states, key=lambda x: x[0])
         frames = sorted(frames, key=lambda f: f.arrival)
         if rec.gate:
@@ -422,7 +422,8 @@ class Replay:
             frames = decided
         schedule = self._schedule(rec, frames, teacher)
         t0 = time.perf_counter()
-        learner.memo = self.memo = self._precompute(learner, frames, teacher, schedule)
+        self.memo = self._precompute(learner, frames, teacher, schedule)
+        learner.use_memo(self.memo)
         self.timings["models"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         rows: list[dict[str, Any]] = []
@@ -455,10 +456,11 @@ class Replay:
                          "student": (s_skill, s_params), "live": context})  # fmt: skip
             if len(stream.episodes) > episodes:  # an episode ended before this decision: as the live gate,
                 episodes = len(stream.episodes)  # the counterfactual ones restart
-                bank.reset()
-            if names and d.inputs is not None:
-                use, thresholds = bank.decide(**vars(d.inputs))
-                use = np.where(d.no_student[0], d.inputs.teacher_ok[0], use)  # no student: as the core
+                if variants is not None:
+                    variants.reset()
+            if variants is not None and d.inputs is not None:
+                use, _, thresholds = variants.decide_variants(**vars(d.inputs))  # (V, 1), _, (V,)
+                use = np.where(d.no_student[0], d.inputs.teacher_ok[0], use[:, 0])  # no student: as the core
                 for name, u, th in zip(names, use.tolist(), thresholds.tolist(), strict=True):
                     cf_use[name].append((now, u, th))
         stream.finish(frames[-1].arrival if frames else 0.0)

@@ -329,25 +329,48 @@ SMALL_RINGS = [  # the bank's ring (50) wraps many times over 400 decisions
 
 
 @pytest.mark.parametrize("configs", [BANK, SMALL_RINGS], ids=["mixed", "small_rings"])
+@pytest.mark.parametrize("n", [1, 2])
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000))
-def test_a_gate_bank_rules_as_one_gate_per_setting(configs: list[GateConfig], seed: int) -> None:
-    """Replay's counterfactual gates: each variant of the vectorised bank decides exactly as its own Gate,
-    episode resets included, over random evidence (unknown errors, silent teachers, skill changes)."""
-    from opd.distill.gate import GateBank
-
+def test_a_gate_of_several_settings_rules_as_one_gate_per_setting(
+    configs: list[GateConfig], n: int, seed: int
+) -> None:
+    """Replay's counterfactual gates: each variant of one gate of several settings decides exactly as its
+    own Gate, episode resets included, over random evidence (unknown errors, silent teachers, skill
+    changes), for one env and for several."""
     rng = np.random.default_rng(seed)
-    bank, gates = GateBank(configs), [Gate(c, 1) for c in configs]
+    variants, gates = Gate(configs, n), [Gate(c, n) for c in configs]
     for step in range(400):
         if rng.random() < 0.01:
-            bank.reset()
+            env = rng.integers(0, n, 1)
+            variants.reset(env)
             for g in gates:
-                g.reset()
-        args = dict(step=step, now=np.array([0.05 * step]),
-                    error=np.array([np.nan if rng.random() < 0.1 else rng.lognormal(-1.5, 0.8)]),
-                    student_skill=rng.integers(0, 2, 1), teacher_skill=rng.integers(0, 2, 1),
-                    student_in_contract=rng.random(1) > 0.02, teacher_ok=rng.random(1) > 0.05)  # fmt: skip
-        use, threshold = bank.decide(**args)
+                g.reset(env)
+        args = dict(step=step, now=np.full(n, 0.05 * step),
+                    error=np.where(rng.random(n) < 0.1, np.nan, rng.lognormal(-1.5, 0.8, n)),
+                    student_skill=rng.integers(0, 2, n), teacher_skill=rng.integers(0, 2, n),
+                    student_in_contract=rng.random(n) > 0.02, teacher_ok=rng.random(n) > 0.05)  # fmt: skip
+        use, reason, threshold = variants.decide_variants(**args)
         for i, g in enumerate(gates):
             d = g.decide(**args)
-            assert (use[i], threshold[i]) == (d.use_teacher[0], d.threshold), (step, i)
+            assert threshold[i] == d.threshold, (step, i)
+            np.testing.assert_array_equal(use[i], d.use_teacher, err_msg=f"step {step}, variant {i}")
+            assert tuple(REASONS[r] for r in reason[i]) == d.reason, (step, i)
+
+
+def test_a_gate_of_several_settings_refuses_the_single_setting_calls() -> None:
+    """`decide` and `threshold` speak for one setting: on several they would silently pick one."""
+    g = Gate(SMALL_RINGS, 1)
+    with pytest.raises(ValueError, match="2 settings"):
+        g.threshold(0)
+    skill, yes = np.zeros(1, int), np.ones(1, bool)
+    args = dict(step=0, now=np.zeros(1), error=np.zeros(1), student_skill=skill, teacher_skill=skill,
+                student_in_contract=yes, teacher_ok=yes)  # fmt: skip
+    with pytest.raises(ValueError, match="decide_variants"):
+        g.decide(**args)
+    state = g.state_dict()
+    fresh = Gate(SMALL_RINGS, 1)
+    fresh.load_state_dict(state)
+    assert json.dumps(fresh.state_dict()) == json.dumps(state)  # NaN timers: compared as written
+    with pytest.raises(ValueError, match="variants, envs"):
+        Gate(SMALL_RINGS[0], 1).load_state_dict(state)
