@@ -80,7 +80,7 @@ class TeacherPolicy(nn.Module):
         """What it sees of one stream's states (T, Dq), in the order given, as a caller fed them one by
         one: each through the memory of those before it. With `stamps` (T,) a state older than one before
         it is seen but not remembered (as the OPD learner refuses it); `starts` (T,) bool: the state begins
-        an episode, so the memory starts afresh there (as the learner's `reset_env`). Offline passes
+        an episode, so the memory starts afresh there (as the learner's `begin_episode`). Offline passes
         (replay) use this."""
         privileged = np.asarray(privileged)
         if self.view is None or self.view.remember is None:

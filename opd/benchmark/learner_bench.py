@@ -39,14 +39,14 @@ def filled_learner(cfg: StudentTrainConfig, precision: str, seed: int = 0) -> On
     rng = np.random.default_rng(seed)
     for _ in range(distill.capacity):
         row = {}
-        for key, (shape, dtype) in learner.store.spec.shapes().items():
+        for key, (shape, dtype) in learner.sample_shapes().items():
             if dtype == np.uint8:
                 row[key] = rng.integers(0, 256, shape, dtype=np.uint8)
             elif dtype == np.float32:
                 row[key] = rng.standard_normal(shape).astype(np.float32)
             else:  # masks on, ids and skills 0
                 row[key] = np.ones(shape, dtype) if dtype == np.bool_ else np.zeros(shape, dtype)
-        learner.store.add(row)
+        learner.add_sample(row)
     return learner
 
 

@@ -66,9 +66,9 @@ class DecisionStream:
         if step < self.last_step:
             newest = buffer.newest_teacher  # NaN: none held
             self.episodes += learner.process_step(t, np.array([True]))
-            # emptied by the episode's end; what came before its newest state is that episode's (unless the
-            # clock went back: then nothing is)
-            buffer.reset(after=newest if newest < stamp else -np.inf)
+            # what came before the ended episode's newest state is that episode's (unless the clock went
+            # back: then nothing is)
+            learner.begin_episode(0, after=newest if newest < stamp else -np.inf)
         self.last_step = step
         return bool(learner.observe_teacher(np.array([stamp]), state[None], np.array([skill]), t)[0])
 
@@ -86,7 +86,7 @@ class DecisionStream:
 
     def finish(self, now: float) -> None:
         """End the episode in progress (the recording ended): its summary joins `episodes`."""
-        if self.learner.metrics[0].steps:
+        if self.learner.env.metrics[0].steps:
             self.episodes += self.learner.process_step(np.array([now]), np.array([True]))
 
     @property

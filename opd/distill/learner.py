@@ -31,9 +31,9 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,14 +42,15 @@ import torch
 from opd.distill.aligned_buffer import AlignedBuffer, AlignedSample, StudentEntry, TeacherEntry
 from opd.distill.augment import random_shift
 from opd.distill.config import OPDConfig, resolve_config, state_width
+from opd.distill.env_state import EnvState
 from opd.distill.gate import Gate
 from opd.distill.model_memo import ModelMemo
 from opd.distill.novelty import EnsembleNovelty
 from opd.distill.sample_store import SampleStore, StoreSpec
 from opd.distill.signal_mix import SignalMix
 from policies.distill_losses import categorical_kl, masked_param_loss
-from policies.embedding_window import EmbeddingWindow
 from policies.state_predictor import StatePredictor
+from policies.student_input import INPUT_NAMES
 from policies.student_policy import StudentPolicy
 from policies.teacher_policy import TeacherPolicy
 
@@ -57,9 +58,6 @@ if TYPE_CHECKING:
     from policies.export import Novelty
 
 log = logging.getLogger(__name__)
-
-
-FRAME_KEYS = ("image", "imu", "skill", "progress", "step")  # raw student inputs, as the encoder takes them
 
 
 def native_bf16() -> bool:
@@ -95,36 +93,11 @@ class GateInputs:
     teacher_ok: np.ndarray
 
 
-@dataclass
-class EpisodeMetrics:
-    """One finished episode of one env, as `agent train student` logs it."""
-
-    steps: int = 0
-    teacher_steps: int = 0
-    switches: int = 0
-    agree_steps: int = 0  # decisions where the student's skill matched the teacher's
-    param_error_sum: float = 0.0  # masked, half-range units, summed over agreeing decisions
-    horizon_error_sum: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    horizon_count: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    outcome: str = "running"
-
-    def summary(self, control_hz: float) -> dict[str, Any]:
-        minutes = max(self.steps / control_hz / 60.0, 1e-9)
-        counts = np.where(self.horizon_count > 0, self.horizon_count, np.nan)  # NaN: horizon never reached
-        return {
-            "success": self.outcome == "success",
-            "outcome": self.outcome,
-            "steps": self.steps,
-            "intervention_rate": self.teacher_steps / max(self.steps, 1),
-            "switches_per_min": self.switches / minutes,
-            "skill_agreement": self.agree_steps / max(self.steps, 1),
-            "param_error": self.param_error_sum / max(self.agree_steps, 1),
-            "pred_error": [float(e) for e in self.horizon_error_sum / counts],
-        }
-
-
 class OnlineDistillation:
-    """The OPD learner: act, process_step, update (-> losses), save/load, get_policy."""
+    """The OPD learner. What a runner (trainer, node, replay, bench) uses: `observe_teacher`,
+    `observe_student`, `act`, `process_step`, `begin_episode`, `update`, `stats`, `save` / `load`, the
+    acting weights (`get_policy`, `acting_state` / `set_acting`, `snapshot_policy`) and, to serve another
+    process or replay, `attach_sink` / `add_sample` and `use_memo`."""
 
     def __init__(
         self, student: StudentPolicy, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int, seed: int = 0,
@@ -134,7 +107,7 @@ class OnlineDistillation:
         node with `learn` off), so it keeps no sample store (`distill.capacity` windows of memory)."""
         if teacher is None:
             raise ValueError("OPD needs a trained teacher: pass the frozen TeacherPolicy")
-        self.cfg, self.num_envs = cfg, num_envs
+        self.cfg, self.num_envs, self.learning = cfg, num_envs, learning
         self.teacher = teacher.eval().requires_grad_(False)
         self.contract = student.contract
         k, p = self.contract.num_skills, self.contract.num_params
@@ -179,8 +152,7 @@ class OnlineDistillation:
             image, ec.imu.window, ec.embed_dim, align.history, align.horizon, self.state_dim, k, p
         )
         self.store = SampleStore(spec, cfg.distill.capacity, streams=num_envs) if learning else None
-        # Where each aligned sample also goes (row as `SampleStore.add` takes it, env): a learner in
-        # another process (`opd.live.process`) keeps the store there; None: nowhere else.
+        # Where each aligned sample also goes (`attach_sink`)
         self.sink: Callable[[dict[str, np.ndarray], int], None] | None = None
         self.buffers = [AlignedBuffer(align) for _ in range(num_envs)]
         self.gate = Gate(cfg.gate, num_envs)
@@ -188,32 +160,13 @@ class OnlineDistillation:
         self.steps = 0  # decisions, summed over envs
         self.teacher_steps = 0  # decisions that executed the teacher's action, summed over envs
         self.updates = 0
-        # per-env acting state
-        n = num_envs
-        self._windows = EmbeddingWindow(n, align.history, ec.embed_dim)
-        self._predictions: list[deque[tuple[float, np.ndarray]]] = [deque(maxlen=8) for _ in range(n)]
-        self._novelty_score = np.full(n, np.nan)
-        self._has_student = np.zeros(n, dtype=bool)
-        # when each env's newest accepted frame was measured (its stamp; its arrival if earlier), s
-        self._student_seen_at = np.full(n, -np.inf)
-        self._student_skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
-        self._student_params = np.tile(self.contract.layout.defaults, (n, 1)).astype(np.float64)
-        self._student_ok = np.zeros(n, dtype=bool)  # the student's action is finite (inside the contract)
-        self._teacher_skill = np.full(n, self.contract.safe_skill_id, dtype=np.int64)
-        self._teacher_params = self._student_params.copy()
-        self._teacher_seen_at = np.full(n, -np.inf)  # `now` of each env's last teacher entry, s
-        # a teacher whose view remembers sightings (policies.teacher_view) sees each env through this memory,
-        # which moves on with the accepted entries newer than any before (a late one is seen, not remembered)
-        self._sightings = self.teacher.new_memory(n)
-        self._sighted_upto = np.full(n, -np.inf)  # stamp of each env's newest remembered state, s
-        self._using_teacher = np.zeros(n, dtype=bool)
-        self._newest_payload: list[dict[str, Any] | None] = [None] * n  # the frame each env acts on
-        self.memo: ModelMemo | None = None  # outputs computed ahead (offline replay: opd.distill.model_memo)
+        self.env = EnvState(num_envs, align.history, ec.embed_dim, align.horizon, self.contract,
+                            self.teacher.new_memory(num_envs))  # fmt: skip
+        self.memo: ModelMemo | None = None  # outputs computed ahead (`use_memo`)
         # Parameter-error metric: the slots each skill owns (K, P) and the half-range of each slot (P,).
         head = self.teacher.head
         self._slot_masks = head.slot_mask(torch.arange(k)).numpy()
         self._half_range = (head.high - head.low).numpy() / 2.0
-        self.metrics = [self._new_metrics() for _ in range(n)]
 
     # ---- acting -------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -225,7 +178,7 @@ class OnlineDistillation:
         Shapes: stamp (N,) s, privileged (N, Dq), active_skill (N,), now (N,) s. Returns (N,) bool: the entry
         was accepted (the buffer counts why not: stale, future, duplicate, non-finite).
         """
-        seen = self.teacher.seen(privileged, self._sightings, update=False)  # (N, Dq)
+        seen = self.teacher.seen(privileged, self.env.sightings, update=False)  # (N, Dq)
         feats = self.teacher.features(privileged, active_skill, seen=seen)
         skill, params, logits = self.teacher_outputs(feats)
         # The buffer keeps each state as the predictor's target, normalised once here rather than per use;
@@ -242,14 +195,15 @@ class OnlineDistillation:
                 logits[i].astype(np.float32),
             )
             accepted[i] = buf.add_teacher(entry, float(now[i]))
-        if self._sightings is not None:
+        if self.env.sightings is not None:
             stamps = np.asarray(stamp, np.float64)
-            remembered = accepted & (stamps > self._sighted_upto)
-            self._sightings.commit(remembered)
-            self._sighted_upto[remembered] = stamps[remembered]
+            remembered = accepted & (stamps > self.env.sighted_upto)
+            self.env.sightings.commit(remembered)
+            self.env.sighted_upto[remembered] = stamps[remembered]
         # a refused entry (stale, future, duplicate, non-finite) neither acts nor counts as a live teacher
-        self._teacher_skill[accepted], self._teacher_params[accepted] = skill[accepted], params[accepted]
-        self._teacher_seen_at[accepted] = now[accepted]
+        self.env.teacher_skill[accepted] = skill[accepted]
+        self.env.teacher_params[accepted] = params[accepted]
+        self.env.teacher_seen_at[accepted] = now[accepted]
         return accepted
 
     @torch.no_grad()
@@ -258,7 +212,7 @@ class OnlineDistillation:
     ) -> np.ndarray:
         """New student frames for `envs` (M,): encode, act, predict, and join the buffer.
 
-        `frame` holds the encoder's inputs (`FRAME_KEYS`, each with a leading M axis) or, with a fixed
+        `frame` holds the encoder's inputs (`INPUT_NAMES`, each with a leading M axis) or, with a fixed
         encoder, "embedding" (M, E). stamp (M,) is each frame's measurement time, now (M,) its arrival.
         Returns (M,) bool: the frame was accepted (the buffer counts why not: late, duplicate, non-finite).
         """
@@ -266,7 +220,7 @@ class OnlineDistillation:
             if "embedding" in frame:  # a copy: the caller's array may be read-only (a decoded message)
                 emb_np = np.array(frame["embedding"], np.float32)  # (M, E)
             else:
-                emb_np = self.acting.encoder(*(torch.as_tensor(frame[k]) for k in FRAME_KEYS))[0].numpy()
+                emb_np = self.acting.encoder(*(torch.as_tensor(frame[k]) for k in INPUT_NAMES))[0].numpy()
             # Only frames the buffer accepts (not late, duplicate or non-finite) act and enter the windows,
             # so the acting window and the training windows hold the same frames.
             payloads = [{k: np.array(frame[k][j]) for k in frame} for j in range(len(envs))]
@@ -282,22 +236,22 @@ class OnlineDistillation:
             if not accepted.any():
                 return accepted
             sel = np.flatnonzero(accepted)
-            windows = self._windows.push(envs[sel], emb_np[sel])  # (M', T, E)
+            windows = self.env.windows.push(envs[sel], emb_np[sel])  # (M', T, E)
             skill, params = self.head_outputs(np.ascontiguousarray(windows[:, -self.memory_frames :]))
             pred = self.predictions_of(np.ascontiguousarray(windows[:, -self.predictor_cfg.history :]))
             if self.acting_novelty is not None:
                 novelty = self.acting_novelty.disagreement(torch.from_numpy(emb_np[sel]))
-                self._novelty_score[envs[sel]] = novelty.numpy()
+                self.env.novelty_score[envs[sel]] = novelty.numpy()
         for row, j in enumerate(sel):
             i = envs[j]
             payloads[j]["prediction"] = pred[row]  # the buffer hands the payload back with the sample
-            self._predictions[i].append((float(stamp[j]), payloads[j]["prediction"]))
-            self._student_skill[i], self._student_params[i] = int(skill[row]), params[row]
-            self._student_ok[i] = bool(np.isfinite(self._student_params[i]).all())
-            self._has_student[i] = True
+            self.env.predictions[i].append((float(stamp[j]), payloads[j]["prediction"]))
+            self.env.student_skill[i], self.env.student_params[i] = int(skill[row]), params[row]
+            self.env.student_ok[i] = bool(np.isfinite(self.env.student_params[i]).all())
+            self.env.has_student[i] = True
             # its age counts from when it was measured: a frame that arrives 1.5 s late is stale on arrival
-            self._student_seen_at[i] = min(float(now[j]), float(stamp[j]))
-            self._newest_payload[i] = payloads[j]
+            self.env.student_seen_at[i] = min(float(now[j]), float(stamp[j]))
+            self.env.newest_payload[i] = payloads[j]
         return accepted
 
     @torch.no_grad()
@@ -343,12 +297,12 @@ class OnlineDistillation:
         non-finite action) is driven by the teacher, or by the safe action when the teacher is silent too.
         """
         n, inputs = self.num_envs, None
-        fresh = now - self._teacher_seen_at <= self.cfg.teacher_timeout_s
+        fresh = now - self.env.teacher_seen_at <= self.cfg.teacher_timeout_s
         teacher_ok = fresh if teacher_ok is None else teacher_ok & fresh
         if self.cfg.switch == "novelty":
-            error = self._novelty_score.copy()
+            error = self.env.novelty_score.copy()
         elif self.mix is not None:
-            error = self.mix(self._prediction_errors(), self._novelty_score)
+            error = self.mix(self._prediction_errors(), self.env.novelty_score)
         else:
             error = self._prediction_errors()
         if self.cfg.switch == "student":
@@ -358,18 +312,18 @@ class OnlineDistillation:
             reason = tuple("forced_teacher" if ok else "teacher_unavailable" for ok in teacher_ok)
         else:
             # no frame yet is no contract violation: such envs are driven below, outside the gate's rules
-            in_contract = self._student_ok | ~self._has_student
-            inputs = GateInputs(self.steps, np.array(now, np.float64), error, self._student_skill.copy(),
-                                self._teacher_skill.copy(), in_contract, teacher_ok)  # fmt: skip
+            in_contract = self.env.student_ok | ~self.env.has_student
+            inputs = GateInputs(self.steps, np.array(now, np.float64), error, self.env.student_skill.copy(),
+                                self.env.teacher_skill.copy(), in_contract, teacher_ok)  # fmt: skip
             d = self.gate.decide(**vars(inputs))
             use, reason, threshold = d.use_teacher, d.reason, d.threshold
             if self.mix is not None:
                 self.mix.count(np.array([r == "error_above_threshold" for r in reason]))
-        stale = now - self._student_seen_at > self.cfg.student_timeout_s
-        no_student = ~self._has_student | ~self._student_ok | stale
+        stale = now - self.env.student_seen_at > self.cfg.student_timeout_s
+        no_student = ~self.env.has_student | ~self.env.student_ok | stale
         use = np.where(no_student, teacher_ok, use)
-        skill = np.where(use, self._teacher_skill, self._student_skill)
-        params = np.where(use[:, None], self._teacher_params, self._student_params)
+        skill = np.where(use, self.env.teacher_skill, self.env.student_skill)
+        params = np.where(use[:, None], self.env.teacher_params, self.env.student_params)
         unsafe = no_student & ~teacher_ok
         skill[unsafe] = self.contract.safe_skill_id
         params[unsafe] = self.contract.layout.defaults
@@ -379,22 +333,22 @@ class OnlineDistillation:
             for u, ns, r in zip(unsafe, no_student, reason, strict=True)
         )
         for i in np.flatnonzero(use & ~no_student):  # the gate took the student's decision on this frame
-            if (payload := self._newest_payload[i]) is not None:
+            if (payload := self.env.newest_payload[i]) is not None:
                 payload["takeover"] = True
-        self._track(use, use != self._using_teacher)
+        self._track(use, use != self.env.using_teacher)
         self.teacher_steps += int(use.sum())
-        self._using_teacher = use.copy()
+        self.env.using_teacher = use.copy()
         self.steps += n
         return Decision(skill.astype(np.int64), params, use, reason, error, threshold, inputs, no_student)
 
     def last_actions(self, env: int) -> tuple[int, np.ndarray, int, np.ndarray]:
         """Env `env`'s newest student action and teacher action: (skill, params (P,)) each."""
-        return (int(self._student_skill[env]), self._student_params[env].copy(),
-                int(self._teacher_skill[env]), self._teacher_params[env].copy())  # fmt: skip
+        return (int(self.env.student_skill[env]), self.env.student_params[env].copy(),
+                int(self.env.teacher_skill[env]), self.env.teacher_params[env].copy())  # fmt: skip
 
     def last_prediction(self, env: int) -> np.ndarray | None:
         """Env `env`'s newest prediction (H, Dq), teacher-state std units; None before the first frame."""
-        preds = self._predictions[env]
+        preds = self.env.predictions[env]
         return preds[-1][1] if preds else None
 
     def _prediction_errors(self) -> np.ndarray:
@@ -402,7 +356,7 @@ class OnlineDistillation:
         over its resolved horizons; NaN when none is resolved yet. Shape: (N,)."""
         out = np.full(self.num_envs, np.nan)
         period = self.align.period_s
-        for i, (buf, preds) in enumerate(zip(self.buffers, self._predictions, strict=True)):
+        for i, (buf, preds) in enumerate(zip(self.buffers, self.env.predictions, strict=True)):
             for stamp, pred in reversed(preds):
                 hit = [(h, e) for h in range(pred.shape[0])
                        if (e := buf.teacher_at(stamp + (h + 1) * period)) is not None]  # fmt: skip
@@ -427,14 +381,14 @@ class OnlineDistillation:
         return ((np.asarray(seen, np.float32) - self.state_mean) / self.state_std).astype(np.float32)
 
     def _track(self, use_teacher: np.ndarray, switched: np.ndarray) -> None:
-        mask, half = self._slot_masks[self._teacher_skill], self._half_range  # (N, P), (P,)
-        for i, m in enumerate(self.metrics):
+        mask, half = self._slot_masks[self.env.teacher_skill], self._half_range  # (N, P), (P,)
+        for i, m in enumerate(self.env.metrics):
             m.switches += int(switched[i] and m.steps > 0)  # the first decision of an episode is no switch
             m.steps += 1
             m.teacher_steps += int(use_teacher[i])
-            if self._has_student[i] and self._student_skill[i] == self._teacher_skill[i]:
+            if self.env.has_student[i] and self.env.student_skill[i] == self.env.teacher_skill[i]:
                 m.agree_steps += 1
-                err = ((self._student_params[i] - self._teacher_params[i]) / half) ** 2 * mask[i]
+                err = ((self.env.student_params[i] - self.env.teacher_params[i]) / half) ** 2 * mask[i]
                 m.param_error_sum += float(err.sum() / max(mask[i].sum(), 1.0))
 
     # ---- data -------------------------------------------------------------------------------------
@@ -452,33 +406,66 @@ class OnlineDistillation:
             for sample in buf.pop_ready(t):
                 self._store(i, sample)
             if done[i]:
-                m = self.metrics[i]
+                m = self.env.metrics[i]
                 m.outcome = outcomes[i] if outcomes else "done"
                 finished.append(m.summary(1.0 / self.align.period_s))
-                self.reset_env(i)
+                self.begin_episode(i)
         return finished
 
-    def reset_env(self, i: int) -> None:
-        """A new episode for env i: buffer, windows, gate timers and metrics start afresh."""
-        self.buffers[i].reset()
-        if self._sightings is not None:
-            self._sightings.reset(np.array([i]))
-            self._sighted_upto[i] = -np.inf
-        self.gate.reset(np.array([i]))
-        self._windows.reset(np.array([i]))
-        self._predictions[i].clear()
-        self._has_student[i] = self._student_ok[i] = self._using_teacher[i] = False
-        self._newest_payload[i] = None
-        self._student_skill[i] = self.contract.safe_skill_id  # no action of the last episode carries over
-        self._student_params[i] = self.contract.layout.defaults
-        self._teacher_seen_at[i] = self._student_seen_at[i] = -np.inf
-        self._novelty_score[i] = np.nan
-        self.metrics[i] = self._new_metrics()
+    def begin_episode(self, env: int, after: float = -np.inf) -> None:
+        """A new episode for env `env`: buffer, windows, gate timers and metrics start afresh, and no entry
+        stamped at or before `after` (s; the ended episode's) may pair in it. `process_step` begins one
+        for each env it finishes; call it to end one unfinished (its samples and metrics are dropped)."""
+        self.buffers[env].reset(after)
+        self.gate.reset(np.array([env]))
+        self.env.reset(env)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for logs and diagnostics, cumulative: decisions and those the teacher's action executed
+        (summed over envs), gradient steps, the gate's switches and its decisions by "source/reason", with
+        a mixed signal the takeovers by which uncertainty led, and with a store its samples (held, added,
+        window frames lost to overwriting: 0 in a sound run)."""
+        out: dict[str, Any] = {
+            "decisions": self.steps,
+            "teacher_decisions": self.teacher_steps,
+            "updates": self.updates,
+            "switches": self.gate.switches,
+            "gate_counts": dict(self.gate.counts),
+        }
+        if self.mix is not None:
+            out["gate_led"] = dict(self.mix.takeovers)
+        if self.store is not None:
+            out.update(samples=len(self.store), labels=self.store.added, lost_frames=self.store.lost_frames)
+        return out
+
+    def attach_sink(self, sink: Callable[[dict[str, np.ndarray], int], None] | None) -> None:
+        """Hand every aligned sample (the row `add_sample` takes, its env) to `sink` as well, or stop with
+        None: a learner in another process (`opd.live.process`) keeps the store there. Not a constructor
+        argument: the process that owns the sink starts and stops while the learner lives on."""
+        self.sink = sink
+
+    def add_sample(self, row: dict[str, np.ndarray], stream: int = 0) -> None:
+        """An aligned sample made elsewhere (another learner's sink) joins this learner's store."""
+        if self.store is None:
+            raise RuntimeError("this learner was built with learning=False: it keeps no samples")
+        self.store.add(row, stream=stream)
+
+    def sample_shapes(self) -> dict[str, tuple[tuple[int, ...], Any]]:
+        """Each row key's (shape, dtype) as `add_sample` takes it."""
+        if self.store is None:
+            raise RuntimeError("this learner was built with learning=False: it keeps no samples")
+        return self.store.spec.shapes()
+
+    def use_memo(self, memo: ModelMemo | None) -> None:
+        """Serve the frozen models' outputs from `memo` where it holds them (offline replay computes a whole
+        recording's ahead, in batches: `opd.distill.model_memo`); None: compute each. Not a constructor
+        argument: the memo is computed with this learner's own models."""
+        self.memo = memo
 
     def _store(self, env: int, s: AlignedSample) -> None:
         future = s.future  # (H, Dq) predictor targets (`observe_teacher`), zeros where none
         pred = s.payload["prediction"]
-        m = self.metrics[env]
+        m = self.env.metrics[env]
         err = np.sqrt(np.mean((pred - future) ** 2, axis=1))  # (H,) per-horizon RMS error
         m.horizon_error_sum += np.where(s.future_mask, err, 0.0)
         m.horizon_count += s.future_mask
@@ -498,7 +485,7 @@ class OnlineDistillation:
             "takeover": bool(s.payload.get("takeover", False)),
         }
         if self.cfg.distill.train_encoder:  # the store keeps the newest frame's encoder inputs
-            row.update({k: s.payload[k] for k in FRAME_KEYS})
+            row.update({k: s.payload[k] for k in INPUT_NAMES})
         if self.store is not None:
             self.store.add(row, stream=env)
         if self.sink is not None:
@@ -509,10 +496,6 @@ class OnlineDistillation:
         periods after its stamp (near an episode's end the later ones may be missing)."""
         lead = self.cfg.distill.label_lead
         return next((e for e in reversed(s.future_teacher[:lead]) if e is not None), s.teacher)
-
-    def _new_metrics(self) -> EpisodeMetrics:
-        h = self.align.horizon
-        return EpisodeMetrics(horizon_error_sum=np.zeros(h), horizon_count=np.zeros(h))
 
     # ---- learning ------------------------------------------------------------------------------------
     def update(self) -> dict[str, float]:
@@ -526,7 +509,7 @@ class OnlineDistillation:
         if cfg.train_encoder:
             b["image"] = random_shift(b["image"], cfg.image_shift_px, self.rng)  # (B, H, W, 3)
             with torch.autocast("cpu", torch.bfloat16, enabled=cfg.precision == "bf16"):
-                emb, _ = self.student.encoder(*(b[k] for k in FRAME_KEYS))  # (B, E)
+                emb, _ = self.student.encoder(*(b[k] for k in INPUT_NAMES))  # (B, E)
             emb = emb.float()
         else:
             emb = b["embedding"]
@@ -662,8 +645,13 @@ class OnlineDistillation:
         return Novelty(self.cfg.novelty.model_dump(mode="json"), state)
 
     # ---- checkpoints -----------------------------------------------------------------------------------
-    def save(self) -> dict[str, Any]:
-        """Learner state (tensors and plain values only: loadable with weights_only=True)."""
+    def save(self, store: Path | None = None) -> dict[str, Any]:
+        """Learner state (tensors and plain values only: loadable with weights_only=True); the sample store
+        (~1 GB: numpy, not the state dict) is written to `store` atomically, first, when given."""
+        if store is not None:
+            if self.store is None:
+                raise RuntimeError("this learner was built with learning=False: it keeps no samples")
+            self.store.save(store)
         return {
             "student": self.student.state_dict(),
             "predictor": self.predictor.state_dict(),
@@ -690,8 +678,10 @@ class OnlineDistillation:
         with self.lock:
             return {k: v.clone() for k, v in self.acting.state_dict().items() if not k.startswith(skip)}
 
-    def load(self, state: dict[str, Any]) -> None:
-        """Restore `save()`; a checkpoint of another config (shapes) is refused with the mismatch named."""
+    def load(self, state: dict[str, Any], store: Path | None = None) -> None:
+        """Restore `save()` (and the sample store it wrote to `store`, when given); a checkpoint of another
+        config (shapes) is refused with the mismatch named. Every env begins a new episode: no takeover or
+        timer of the saved one carries over."""
         try:
             self.student.load_state_dict(state["student"])
             self.predictor.load_state_dict(state["predictor"])
@@ -703,6 +693,7 @@ class OnlineDistillation:
         except (RuntimeError, KeyError, TypeError, ValueError) as err:
             raise ValueError(f"OPD checkpoint does not fit this learner's config: {err}") from None
         self.gate.load_state_dict(state["gate"])
+        self.gate.reset()
         if self.mix is not None and state.get("signal_mix") is not None:
             self.mix.load_state_dict(state["signal_mix"])
         self.steps, self.updates = int(state["steps"]), int(state["updates"])
@@ -712,3 +703,7 @@ class OnlineDistillation:
         if self.cfg.distill.acting_ema > 0 and state.get("acting") is not None:
             with self.lock:
                 self.acting.load_state_dict(state["acting"], strict=not self._fixed_prefixes)
+        if store is not None:
+            if self.store is None:
+                raise RuntimeError("this learner was built with learning=False: it keeps no samples")
+            self.store.load(store)

@@ -1,8 +1,8 @@
 """The live learner in a process of its own: gradient steps beside the control loop, not inside it.
 
 The opd node acts with its `OnlineDistillation` (built with `learning=False`: no store) and hands each
-aligned sample to a child process (`OnlineDistillation.sink`). The child builds the same learner from the
-artifact, keeps the sample store, takes gradient steps (at most `max_rate_hz`, at most `max_share` of its
+aligned sample to a child process (`OnlineDistillation.attach_sink`). The child builds the same learner from
+the artifact, keeps the sample store, takes gradient steps (at most `max_rate_hz`, at most `max_share` of its
 time, at `nice`) and sends the acting weights back after each one; a receiver thread in the node swaps them
 into its acting copies under the learner's lock (`OnlineDistillation.set_acting`). Student versions are
 written by the child and announced by the node (`on_version`).
@@ -67,7 +67,7 @@ class LearnerProcess:
             raise ValueError(f"max_share must be in (0, 1], got {spec.max_share}")
         if not 0 <= spec.nice <= 19:
             raise ValueError(f"nice must be in [0, 19] (lowering a priority needs no privilege): {spec.nice}")
-        if learner.store is not None:
+        if learner.learning:
             raise ValueError("the acting learner keeps no store (learning=False): the child keeps it")
         self.learner, self.spec, self.on_version = learner, spec, on_version
         self.updates = 0  # gradient steps the child has taken, as of the newest weights received
@@ -92,7 +92,7 @@ class LearnerProcess:
         self._done = threading.Event()
         self._receiver = threading.Thread(target=self._receive, name="opd-learner-receiver", daemon=True)
         self._receiver.start()
-        self.learner.sink = self.send
+        self.learner.attach_sink(self.send)
 
     def send(self, row: dict, stream: int) -> None:
         """One aligned sample for the child's store; dropped (counted) when the child falls behind."""
@@ -106,7 +106,7 @@ class LearnerProcess:
         """Stop the child (killed if it does not stop within `timeout_s`) and the receiver."""
         if self._proc is None:
             return
-        self.learner.sink = None
+        self.learner.attach_sink(None)
         self._stop.value = 1
         self._proc.join(timeout_s)
         if self._proc.is_alive():  # e.g. inside a version export: that goes too (the child's group)
@@ -224,7 +224,7 @@ def _take_samples(learner: Any, samples: Any) -> None:
             row, stream = samples.get_nowait()
         except queue.Empty:
             return
-        learner.store.add(row, stream=stream)
+        learner.add_sample(row, stream)
 
 
 def _offer(weights: Any, pending: tuple) -> tuple | None:

@@ -48,10 +48,11 @@ from opd.distill.config import NoveltyConfig, OPDConfig, resolve_config
 from opd.distill.from_artifact import load_artifact_weights
 from opd.distill.learner import OnlineDistillation
 from opd.evaluation import project_path, training_reset_seed
-from opd.runs import checkpoint_path, checkpoints, flushed_denormals, stop_on_signals
+from opd.runs import checkpoint_path, checkpoints, flushed_denormals, run_resumably
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import Config, from_root
 from policies.files import atomic_path, write_atomic
+from policies.student_input import StudentInput
 from policies.student_policy import StudentConfig, StudentPolicy
 from policies.teacher_policy import TeacherPolicy, load_teacher
 from policies.torch_files import load_torch
@@ -165,8 +166,6 @@ class StudentTrainer:
 
     def run(self) -> Path | None:
         """Train (resuming if a checkpoint exists); write and return student.pt, or None if stopped."""
-        from torch.utils.tensorboard import SummaryWriter
-
         try:
             self._resume()
         except BaseException:
@@ -174,20 +173,15 @@ class StudentTrainer:
             raise
         self.cfg.to_yaml(self.out / "config.yaml")  # once the checkpoint (if any) is known to be this run's
         self._trim_history()
-        writer = SummaryWriter(str(self.out / "tb"))
-        try:
-            with stop_on_signals() as stop, flushed_denormals():
-                self._train(writer, stop)
-            self.save_checkpoint()
-        finally:
-            writer.close()
-            self.robot.close()
-        if stop():
-            log.info("stopped at step %d; rerun the same command to resume", self.steps)
-            return None
-        return self.export()
+        steps = lambda: self.steps  # noqa: E731
+        return run_resumably(self.out, self._train, self.save_checkpoint, self.robot.close, self.export,
+                             steps)  # fmt: skip
 
     def _train(self, writer: Any, stop: Any) -> None:
+        with flushed_denormals():
+            self._train_loop(writer, stop)
+
+    def _train_loop(self, writer: Any, stop: Any) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         robot, learner, n = self.robot, self.learner, self.cfg.num_envs
@@ -235,7 +229,7 @@ class StudentTrainer:
                 bar.update(task, completed=self.steps, stats=self._stats_text())
 
     def _learn(self) -> dict[str, float]:
-        if len(self.learner.store) < self.cfg.learning_starts:
+        if self.learner.stats()["samples"] < self.cfg.learning_starts:
             return {}
         self.pending_updates += self.cfg.num_envs * self.cfg.updates_per_step
         losses: dict[str, float] = {}
@@ -254,23 +248,22 @@ class StudentTrainer:
         )
 
     def _log(self, writer: Any, losses: dict[str, float], decision: Any, sps: float) -> None:
+        stats = self.learner.stats()
         record: dict[str, Any] = {
             "step": self.steps,
-            "updates": self.learner.updates,
-            "labels": self.learner.store.added,
-            "lost_frames": self.learner.store.lost_frames,  # window frames read after being overwritten: 0
-            "teacher_steps": self.learner.teacher_steps,
-            "gate_counts": dict(self.learner.gate.counts),  # cumulative: "teacher/<reason>" -> decisions
+            "updates": stats["updates"],
+            "labels": stats["labels"],
+            "lost_frames": stats["lost_frames"],  # window frames read after being overwritten: 0
+            "teacher_steps": stats["teacher_decisions"],
+            "gate_counts": stats["gate_counts"],  # cumulative: "teacher/<reason>" -> decisions
             "episodes": self.episode_count,
             "train_outcomes": None if self.outcomes is None else dict(self.outcomes),  # cumulative
             "threshold": decision.threshold,
             "steps_per_s": sps,
             **losses,
         }
-        if (
-            self.learner.mix is not None
-        ):  # cumulative: takeovers on the gate's signal by which uncertainty set it
-            record["gate_led"] = dict(self.learner.mix.takeovers)
+        if "gate_led" in stats:  # cumulative: takeovers on the gate's signal by which uncertainty set it
+            record["gate_led"] = stats["gate_led"]
         if self.episodes:
             ep = list(self.episodes)
             for key in ("success", "intervention_rate", "switches_per_min", "skill_agreement", "param_error"):
@@ -295,8 +288,11 @@ class StudentTrainer:
         now = time.monotonic()
         self.train_seconds += now - self._counted_to
         self._counted_to = now
+        # The store is named by its step and written first, the .pt last: a checkpoint that exists has its
+        # own store beside it, and a write cut short leaves the last checkpoint with its store untouched.
+        store = store_path(ckpt_dir, self.steps)
         state = {
-            "learner": self.learner.save(),
+            "learner": self.learner.save(store),
             "episode_count": self.episode_count,
             # the newest finished episodes: a resumed run's logged means go on over them instead of starting
             # from the few episodes finished since the resume
@@ -306,10 +302,6 @@ class StudentTrainer:
             "train_seconds": self.train_seconds,
             "torch_rng": torch.get_rng_state(),
         }
-        # The store is named by its step and written first, the .pt last: a checkpoint that exists has its
-        # own store beside it, and a write cut short leaves the last checkpoint with its store untouched.
-        store = store_path(ckpt_dir, self.steps)
-        self.learner.store.save(store)
         self.cfg.to_yaml(path.with_suffix(".yaml"))  # atomic: a resume checks the .pt against it
         with atomic_path(path) as tmp:
             torch.save(state, tmp)
@@ -330,8 +322,21 @@ class StudentTrainer:
             return
         self._check_resumes(ckpts[-1])
         state = load_torch(ckpts[-1])
-        self.learner.load(state["learner"])
-        self.learner.gate.reset()  # every env starts a new episode: no takeover or timer carries over
+        steps = int(state["learner"]["steps"])
+        if steps >= self.cfg.total_steps + self.cfg.num_envs:  # the last loop may overshoot by < N
+            raise ValueError(
+                f"{self.out}: its checkpoint is at step {steps}, past the {self.cfg.total_steps} steps "
+                "asked for: pass --steps at least that, or export that checkpoint (agent export --from-run)"
+            )
+        ckpt_dir = self.out / "checkpoints"
+        store = store_path(ckpt_dir, steps)
+        if not store.is_file() and (ckpt_dir / "store.npz").is_file():
+            store = ckpt_dir / "store.npz"  # a run checkpointed before stores were named by their step
+        if not store.is_file():
+            log.warning(
+                "%s: no sample store beside the checkpoint; learning resumes from an empty one", ckpt_dir
+            )
+        self.learner.load(state["learner"], store if store.is_file() else None)
         self.episode_count = int(state["episode_count"])
         self.episodes.extend(state.get("episodes", []))  # none in a checkpoint older than the field
         counts = state.get("outcomes", None)
@@ -339,22 +344,8 @@ class StudentTrainer:
         self.pending_updates = float(state["pending_updates"])
         self.train_seconds = float(state.get("train_seconds", 0.0))  # 0: a checkpoint older than the field
         torch.set_rng_state(state["torch_rng"])
-        if self.steps >= self.cfg.total_steps + self.cfg.num_envs:  # the last loop may overshoot by < N
-            raise ValueError(
-                f"{self.out}: its checkpoint is at step {self.steps}, past the {self.cfg.total_steps} steps "
-                "asked for: pass --steps at least that, or export that checkpoint (agent export --from-run)"
-            )
-        ckpt_dir = self.out / "checkpoints"
-        store = store_path(ckpt_dir, self.steps)
-        if not store.is_file() and (ckpt_dir / "store.npz").is_file():
-            store = ckpt_dir / "store.npz"  # a run checkpointed before stores were named by their step
-        if store.is_file():
-            self.learner.store.load(store)
-        else:
-            log.warning(
-                "%s: no sample store beside the checkpoint; learning resumes from an empty one", ckpt_dir
-            )
-        log.info("resumed from %s at step %d with %d samples", ckpts[-1], self.steps, len(self.learner.store))
+        samples = self.learner.stats()["samples"]
+        log.info("resumed from %s at step %d with %d samples", ckpts[-1], self.steps, samples)
 
     def _check_resumes(self, ckpt: Path) -> None:
         """Refuse a checkpoint written under another config (method, seed, student, teacher, learner...):
@@ -433,7 +424,7 @@ class StudentTrainer:
             "method": self.cfg.method,
             "steps": self.steps,
             "updates": self.learner.updates,
-            "labels": self.learner.store.added,
+            "labels": self.learner.stats()["labels"],
             "train_seconds": round(self.train_seconds, 1),
             "seed": self.cfg.seed,
             "init_from": json.loads(origin.read_text()) if origin.is_file() else None,
@@ -532,11 +523,12 @@ def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = N
 
 
 def student_frame(obs: Any, envs: np.ndarray) -> dict[str, np.ndarray]:
-    """The encoder's inputs of `envs` from a robot Observation (see `FRAME_KEYS`). Shapes: (M, ...)."""
-    return {
-        "image": obs.image[envs],
-        "imu": obs.imu[envs].astype(np.float32),
-        "skill": obs.skill[envs].astype(np.int64),
-        "progress": obs.task.progress[envs].astype(np.float32),
-        "step": obs.task.step[envs].astype(np.float32),
-    }
+    """The encoder's inputs of `envs` from a robot Observation, by name. Shapes: (M, ...)."""
+    frame = StudentInput(
+        image=obs.image[envs],
+        imu=obs.imu[envs].astype(np.float32),
+        skill=obs.skill[envs].astype(np.int64),
+        progress=obs.task.progress[envs].astype(np.float32),
+        step=obs.task.step[envs].astype(np.float32),
+    )
+    return frame._asdict()

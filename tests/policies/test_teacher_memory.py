@@ -137,7 +137,7 @@ def test_the_learner_sees_each_env_through_its_memory_of_accepted_states(remembe
     raw_zero = (0 - learner.state_mean[COL["target_dx_m"]]) / learner.state_std[COL["target_dx_m"]]
     assert held[0, COL["target_dx_m"]] == pytest.approx(raw_zero)  # not yet seen: 0 in teacher units
     assert held[3, COL["target_dx_m"]] != pytest.approx(raw_zero)  # out of view, remembered
-    learner.reset_env(0)
+    learner.begin_episode(0)
     learner.observe_teacher(np.array([2.0]), _state(time_left=0.95), np.array([0]), np.array([2.0]))
     assert learner.buffers[0].teacher_at(2.0).state[COL["target_dx_m"]] == pytest.approx(raw_zero)
     # the offline pass, told where that episode began, forgets there too (replay: a teacher step going back)

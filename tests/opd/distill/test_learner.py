@@ -57,12 +57,15 @@ def make_learner(contract, student_cfg, n=2, seed=0, learning=True, **opd) -> On
     return OnlineDistillation(student, teacher, cfg, n, seed=seed, learning=learning)
 
 
-def reload_into(learner: OnlineDistillation, fresh: OnlineDistillation) -> OnlineDistillation:
-    """`fresh` after loading `learner`'s checkpoint through bytes, as a checkpoint goes (weights_only)."""
+def reload_into(
+    learner: OnlineDistillation, fresh: OnlineDistillation, store: Path | None = None
+) -> OnlineDistillation:
+    """`fresh` after loading `learner`'s checkpoint through bytes, as a checkpoint goes (weights_only), with
+    its sample store through the file `store` when given."""
     blob = io.BytesIO()
-    torch.save(learner.save(), blob)
+    torch.save(learner.save(store), blob)
     blob.seek(0)
-    fresh.load(torch.load(blob, weights_only=True))
+    fresh.load(torch.load(blob, weights_only=True), store)
     return fresh
 
 
@@ -149,7 +152,7 @@ def test_the_gate_picks_the_teacher_on_high_error_and_the_student_otherwise(cont
     )
     decisions = run(low, 40)
     assert not decisions[-1].use_teacher.any()
-    np.testing.assert_array_equal(decisions[-1].skill, low._student_skill)
+    np.testing.assert_array_equal(decisions[-1].skill, low.env.student_skill)
 
 
 def test_without_student_or_teacher_the_safe_action_goes_out(contract, student_cfg):
@@ -250,21 +253,37 @@ def test_non_finite_frames_are_refused_and_never_act(contract, student_cfg):
     bad = np.full((1, 32), np.nan, np.float32)
     learner.observe_student(np.array([0]), now - LATENCY, {"embedding": bad}, now)
     assert learner.buffers[0].counts["nonfinite"] == 1
-    assert not learner._has_student[0]
+    assert not learner.env.has_student[0]
     assert learner.act(now).use_teacher[0]  # the teacher drives, not a NaN student
 
 
-def test_save_then_load_restores_learning_exactly(contract, student_cfg):
+def test_save_then_load_restores_learning_exactly(contract, student_cfg, tmp_path):
+    """Weights, optimiser, counters, the gate's calibration and the sample store (its own file) come back:
+    the next update is the same. The episode does not: every env of the loaded learner begins afresh."""
     a = make_learner(contract, student_cfg)
     run(a, 120)
     for _ in range(5):
         a.update()
-    b = reload_into(a, make_learner(contract, student_cfg, seed=1))  # other weights until the load
-    b.store = a.store  # the trainer saves and restores the store beside the checkpoint
+    a.gate._teacher[:] = True  # a takeover in progress when the checkpoint was written
+    b = reload_into(a, make_learner(contract, student_cfg, seed=1), tmp_path / "store.npz")
+    assert b.stats() == a.stats() and b.stats()["samples"] > 0
+    assert not b.gate.state_dict()["teacher"][0]  # no takeover carries over
     la, lb = a.update(), b.update()
     assert la == lb
     for pa, pb in zip(a.student.parameters(), b.student.parameters(), strict=True):
         assert torch.equal(pa, pb)
+
+
+def test_a_learner_that_keeps_no_samples_refuses_to_save_or_take_any(contract, student_cfg, tmp_path):
+    """`learning=False` (the node's acting learner, replay) keeps no store: asking it for one is a bug of
+    the caller, said, not a silent empty file."""
+    acting = make_learner(contract, student_cfg, learning=False)
+    assert "samples" not in acting.stats()
+    with pytest.raises(RuntimeError, match="learning=False"):
+        acting.save(tmp_path / "store.npz")
+    with pytest.raises(RuntimeError, match="learning=False"):
+        acting.add_sample({}, 0)
+    assert not (tmp_path / "store.npz").exists()
 
 
 def test_a_checkpoint_of_another_config_is_refused(contract, student_cfg):
@@ -283,7 +302,7 @@ def test_episode_metrics_are_reported_when_an_episode_ends(contract, student_cfg
     assert summary["success"] and summary["steps"] == 40
     assert 0 <= summary["intervention_rate"] <= 1 and 0 <= summary["skill_agreement"] <= 1
     assert len(summary["pred_error"]) == 3 and all(e > 0 for e in summary["pred_error"])
-    assert not learner._has_student[0]  # the next episode starts afresh
+    assert not learner.env.has_student[0]  # the next episode starts afresh
 
 
 def test_a_learner_that_never_learns_decides_and_measures_as_one_that_does_without_a_store(
@@ -317,7 +336,7 @@ def test_a_teacher_that_stops_mid_episode_leaves_the_student_then_the_safe_actio
         learner.observe_student(np.array([0]), now - LATENCY, {"embedding": feats}, now)
         d = learner.act(now)
     assert not d.use_teacher[0] and d.reason[0] in ("teacher_unavailable", "forced_student")
-    assert d.skill[0] == learner._student_skill[0]
+    assert d.skill[0] == learner.env.student_skill[0]
     # and the student stalls too: nothing usable is left, the safe action goes out
     later = now + learner.cfg.student_timeout_s + PERIOD
     d = learner.act(later)
@@ -659,7 +678,7 @@ def test_a_teacher_state_refused_for_its_stamp_neither_ends_the_episode_nor_move
     assert stream.refusals[reason] == 1
     t += PERIOD
     assert stream.on_teacher(t, 0, 20, state_at(np.array([t]))[0], t)  # the episode's next state
-    assert stream.episodes == [] and stream.learner.metrics[0].steps == 17
+    assert stream.episodes == [] and stream.learner.env.metrics[0].steps == 17
     assert stream.learner.buffers[0].sizes["teacher"] > 0
 
 
@@ -799,14 +818,14 @@ def test_a_head_with_memory_acts_and_learns_on_the_windows_the_store_keeps(contr
     learner = make_learner(contract, cfg, n=1)
     assert learner.align.history == frames and learner.predictor_cfg.history == 5
     run(learner, 60)
-    window = learner._windows.frames[0]  # (W, E): the newest frames, oldest first, by stamp
+    window = learner.env.windows.frames[0]  # (W, E): the newest frames, oldest first, by stamp
     stamps = window[:, DQ]
     assert np.all(np.diff(stamps) == pytest.approx(2 * PERIOD, abs=1e-5))
     with torch.no_grad():
         dist = learner.acting.act_dist(torch.from_numpy(window[None]))
         skill, params = learner.acting.head.deterministic(dist)
-    assert learner._student_skill[0] == int(skill[0])
-    np.testing.assert_allclose(learner._student_params[0], params[0].double().numpy(), atol=1e-6)
+    assert learner.env.student_skill[0] == int(skill[0])
+    np.testing.assert_allclose(learner.env.student_params[0], params[0].double().numpy(), atol=1e-6)
     rows = learner.store.sample(8, np.random.default_rng(0))["window"].numpy()  # (8, W, E)
     for row in rows:  # each a run of consecutive frames, zero rows only before an episode's first frame
         real = row[:, DQ] != 0
@@ -818,7 +837,7 @@ def test_a_head_with_memory_acts_and_learns_on_the_windows_the_store_keeps(contr
         learner.update()
     assert learner.student.memory.proj.weight.detach().abs().sum() > 0
     learner.process_step(np.array([10.0]), np.array([True]))
-    assert not learner._windows.frames[0].any()
+    assert not learner.env.windows.frames[0].any()
 
 
 def test_an_averaged_acting_student_moves_part_way_and_checkpoints_keep_it(contract, student_cfg):

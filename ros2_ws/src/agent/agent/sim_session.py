@@ -234,11 +234,12 @@ class SimSession:
     def _gate(self) -> str:
         """The OPD node's gate in one line: who acted how often, and its last decision."""
         opd, learner = self._opd_core()
-        if learner is None or not learner.steps:
+        stats = learner.stats() if learner is not None else {}
+        if not stats.get("decisions"):
             return ""
         last = opd.last_gate
-        share = learner.teacher_steps / learner.steps
-        text = f"teacher on {share:.1%} of {learner.steps} decisions, {learner.gate.switches} switches"
+        share = stats["teacher_decisions"] / stats["decisions"]
+        text = f"teacher on {share:.1%} of {stats['decisions']} decisions, {stats['switches']} switches"
         if last is not None:
             who = "teacher" if last.use_teacher[0] else "student"
             text += f"; now {who} ({last.reason[0]}, error {last.error[0]:.2f} vs {last.threshold:.2f})"

@@ -320,17 +320,17 @@ def gate_state(decided: StreamDecision) -> GateState:
 
 def gate_health(learner: Any, process: LearnerProcess | None) -> Status:
     """The gate's counts on /diagnostics: teacher share, switches, reasons, and the learner's progress."""
-    counts = learner.gate.counts
-    steps = max(learner.steps, 1)
-    values = {"decisions": str(learner.steps), "teacher_share": f"{learner.teacher_steps / steps:.3f}",
-              "switches": str(learner.gate.switches), "learning": str(process is not None)}  # fmt: skip
+    stats = learner.stats()
+    decisions, teacher = stats["decisions"], stats["teacher_decisions"]
+    values = {"decisions": str(decisions), "teacher_share": f"{teacher / max(decisions, 1):.3f}",
+              "switches": str(stats["switches"]), "learning": str(process is not None)}  # fmt: skip
     if process is not None:
         values.update({"samples": str(process.sent), "samples_dropped": str(process.dropped),
                        "updates": str(process.updates)})  # fmt: skip
-    values.update({f"count.{k}": str(v) for k, v in sorted(counts.items())})
+    values.update({f"count.{k}": str(v) for k, v in sorted(stats["gate_counts"].items())})
     if process is not None and process.error is not None:
         return Status(Level.ERROR, f"learner process stopped: {process.error!r}; acting goes on", values)
-    return Status(Level.OK, f"teacher on {learner.teacher_steps} of {learner.steps} decisions", values)
+    return Status(Level.OK, f"teacher on {teacher} of {decisions} decisions", values)
 
 
 def main(args: list[str] | None = None) -> None:
