@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from policies.student_input import INPUT_NAMES
+
 log = logging.getLogger(__name__)
 
 
@@ -41,7 +43,7 @@ def synthetic_calibration(spec: dict, count: int = 16, seed: int = 0) -> list[di
 def load_calibration(path: Path) -> list[dict[str, np.ndarray]]:
     """Feeds from an .npz: image (N,H,W,3) uint8, imu (N,W,6), skill, progress, step (N,)."""
     with np.load(path) as data:
-        missing = {"image", "imu", "skill", "progress", "step"} - set(data.files)
+        missing = set(INPUT_NAMES) - set(data.files)
         if missing:
             raise ValueError(f"{path}: calibration file lacks arrays {sorted(missing)}")
         n = data["image"].shape[0]

@@ -14,6 +14,7 @@ from policies.encoder import EncoderConfig, StateEncoder
 from policies.frame_memory import FrameMemory, MemoryConfig
 from policies.hybrid_head import HeadConfig, HybridActionHead, HybridDist
 from policies.skill_contract import SkillContract
+from policies.student_input import INPUT_NAMES
 
 
 class StudentConfig(Config):
@@ -89,7 +90,7 @@ class DeployedEncoder(nn.Module):
     policy and OPD nodes can act on it.
     """
 
-    input_names = ("image", "imu", "skill", "progress", "step")
+    input_names = INPUT_NAMES
     output_names = ("state_embedding", "gates")
 
     def __init__(self, policy: StudentPolicy) -> None:
