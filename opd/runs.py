@@ -1,12 +1,13 @@
-"""What every training run and benchmark shares: checkpoint names, JSON files written atomically, the
-signals that stop a run at its next checkpoint, and the denormal flush its updates run under."""
+"""What every training run and benchmark shares: the trainers' run (`run_resumably`), checkpoint names, JSON
+files written atomically, the signals that stop a run at its next checkpoint, and the denormal flush its
+updates run under."""
 
 from __future__ import annotations
 
 import json
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,33 @@ import torch
 from policies.files import write_atomic
 
 log = logging.getLogger(__name__)
+
+
+def run_resumably(
+    out: Path,
+    train: Callable[[Any, Callable[[], bool]], None],
+    save_checkpoint: Callable[[], None],
+    close: Callable[[], None],
+    export: Callable[[], Path],
+    steps: Callable[[], int],
+) -> Path | None:
+    """A trainer's run, after its resume: `train(writer, stop)` with a TensorBoard writer in `out`/tb under
+    the stop signals, a checkpoint whatever ended it, the envs closed (`close`) even on an error; then the
+    final `export`, or None when a signal stopped it (the same command resumes)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(out / "tb"))
+    try:
+        with stop_on_signals() as stop:
+            train(writer, stop)
+        save_checkpoint()
+    finally:
+        writer.close()
+        close()
+    if stop():
+        log.info("stopped at step %d; rerun the same command to resume", steps())
+        return None
+    return export()
 
 
 @contextmanager

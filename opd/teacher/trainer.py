@@ -40,7 +40,7 @@ import yaml
 from pydantic import Field
 
 from opd.evaluation import training_reset_seed
-from opd.runs import checkpoint_path, checkpoints, stop_on_signals
+from opd.runs import checkpoint_path, checkpoints, run_resumably
 from opd.teacher.hybrid_sac import HybridSAC, SACConfig
 from opd.teacher.replay_buffer import Batch, ReplayBuffer
 from opd.teacher.reward_normalizer import RewardNormalizer, RewardNormConfig
@@ -150,25 +150,17 @@ class TeacherTrainer:
 
         SIGINT/SIGTERM stop the job at the next env step with a checkpoint; it then returns None.
         """
-        from torch.utils.tensorboard import SummaryWriter
-
         if not self._resume() and self.cfg.demos.episodes > 0:
             self.bootstrap()
             self.save_checkpoint()
-        writer = SummaryWriter(str(self.out / "tb"))
-        try:
-            with stop_on_signals() as stop:
-                self._train(writer, stop)
-            if self.cfg.eval_every and not stop() and self.evaluated_at != self.steps:
-                self.evaluate(writer)  # the final actor competes too
-            self.save_checkpoint()
-        finally:
-            writer.close()
-            self.envs.close()
-        if stop():
-            log.info("stopped at step %d; rerun the same command to resume", self.steps)
-            return None
-        return self.export_teacher()
+        steps = lambda: self.steps  # noqa: E731
+        return run_resumably(self.out, self._train_and_evaluate, self.save_checkpoint, self.envs.close,
+                             self.export_teacher, steps)  # fmt: skip
+
+    def _train_and_evaluate(self, writer: Any, stop: Any) -> None:
+        self._train(writer, stop)
+        if self.cfg.eval_every and not stop() and self.evaluated_at != self.steps:
+            self.evaluate(writer)  # the final actor competes too
 
     def bootstrap(self) -> None:
         """Collect the demonstrations, fit the observation and reward statistics to them, clone the actor."""
