@@ -280,7 +280,25 @@ def _export_onnx(module: nn.Module, path: Path, batch_axes: tuple[dict[int, str]
             input_names=list(names), output_names=list(module.output_names), dynamic_shapes=dynamic,
             external_data=False, verbose=False,
         )  # fmt: skip
+    _strip_stack_traces(path)
     return {"onnx": path.name, **module.io_spec()}
+
+
+STACK_TRACE = "pkg.torch.onnx.stack_trace"  # per node: the exporting machine's source paths and lines
+
+
+def _strip_stack_traces(path: Path) -> None:
+    """Drop the exporter's per-node stack traces: they name the files of the machine that exported (an
+    artifact must not carry a checkout's absolute paths) and change with any edit of the source, not of the
+    model. The nodes' module names (`namespace`) stay, for profiling."""
+    import onnx
+
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        kept = [p for p in node.metadata_props if p.key != STACK_TRACE]
+        del node.metadata_props[:]
+        node.metadata_props.extend(kept)
+    onnx.save(model, str(path))
 
 
 @contextmanager

@@ -29,6 +29,17 @@ def artifact(tmp_path_factory, tiny_cfg, contract):
     )
 
 
+def test_the_onnx_graphs_name_no_file_of_the_exporting_machine(artifact):
+    """The exporter's per-node stack traces name this checkout's files: an artifact ships without them."""
+    art = Artifact.load(artifact)
+    for name in ("encoder", "policy", "predictor"):
+        model = onnx.load(str(art.root / art.model(name)["onnx"]))
+        props = [p for n in model.graph.node for p in n.metadata_props]
+        assert props, f"{name}: the exporter's node metadata is gone (namespace is kept)"
+        assert not [p.key for p in props if p.key == "pkg.torch.onnx.stack_trace"], name
+        assert not [p.value for p in props if str(Path(__file__).parents[2]) in p.value], name
+
+
 def _cases(rt, n_random: int = 6) -> list[tuple]:
     """Random observations plus edge cases: black and saturated frames, zero IMU, progress 0 and 1."""
     rng = np.random.default_rng(0)
