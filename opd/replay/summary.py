@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from opd.evaluation import project_path
 from opd.replay.bags.reader import stamp_ns
 
 HIST_BINS = 40  # per-horizon error histogram bins
@@ -51,7 +52,7 @@ def summarise(replay: Any, bag: Any, rec: Any, out: dict[str, Any], frames: int)
     result = {
         "bag": {"path": str(replay.bag_path), "duration_s": round(bag.duration_s, 6),
                 "topics": {t: s.summary(replay.cfg.gap_factor) for t, s in sorted(replay.stats.items())}},
-        "artifact": {"path": str(replay.artifact.root), "manifest_sha256": replay.artifact_hash},
+        "artifact": {"path": project_path(replay.artifact.root), "manifest_sha256": replay.artifact_hash},
         "mode": "reuse_state" if replay.reuse_state else "reencode",
         "used": replay.used,
         "frames": {"decided": len(rows), "built": frames, **dict(sorted(replay.counts.items()))},
