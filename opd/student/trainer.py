@@ -445,7 +445,7 @@ class StudentTrainer:
             self.student_cfg,
             self.learner.contract,
             self.learner.predictor_cfg,
-            privileged_fields=robot_privileged_fields(),
+            privileged_fields=robot_privileged_fields(from_root(self.cfg.sim_config)),
             student_weights=self.out / "student.pt",
             predictor_weights=self.out / "predictor.pt",
             teacher=teacher_record(self.cfg.teacher),
@@ -514,7 +514,8 @@ def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = N
         torch.save(learner["predictor"], weights["predictor"])
         try:
             return export_artifact(
-                out, student_cfg, contract, cfg.opd.predictor, privileged_fields=robot_privileged_fields(),
+                out, student_cfg, contract, cfg.opd.predictor,
+                privileged_fields=robot_privileged_fields(from_root(cfg.sim_config)),
                 student_weights=weights["student"], predictor_weights=weights["predictor"],
                 teacher=teacher_record(cfg.teacher), novelty=novelty, **options,
             )  # fmt: skip
