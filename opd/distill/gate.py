@@ -313,6 +313,19 @@ class Gate:
         """`decide`'s rules under every setting: (teacher acts (V, N), index into REASONS (V, N), the
         switch-to-teacher thresholds (V,)). Records the errors; logs nothing."""
         now, error = self._vec(now, np.float64, "now"), self._vec(error, np.float64, "error")
+        return self._rule(step, now, error, student_skill, teacher_skill, student_in_contract, teacher_ok)
+
+    def _rule(
+        self,
+        step: int,
+        now: np.ndarray,
+        error: np.ndarray,
+        student_skill: np.ndarray,
+        teacher_skill: np.ndarray,
+        student_in_contract: np.ndarray,
+        teacher_ok: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`decide_variants` on `now` and `error` already checked (N,) float64 arrays."""
         student_skill = self._vec(student_skill, np.int64, "student_skill")
         differ = student_skill != self._vec(teacher_skill, np.int64, "teacher_skill")
         in_contract = self._vec(student_in_contract, bool, "student_in_contract")
@@ -357,7 +370,7 @@ class Gate:
         v = self._single()
         was = self._teacher[v]
         now, error = self._vec(now, np.float64, "now"), self._vec(error, np.float64, "error")
-        teacher, reason, threshold = self.decide_variants(
+        teacher, reason, threshold = self._rule(
             step, now, error, student_skill, teacher_skill, student_in_contract, teacher_ok
         )
         teacher, threshold = teacher[v], float(threshold[v])
