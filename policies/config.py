@@ -7,10 +7,15 @@ A YAML file may start from another one: `extends: base.yaml` (a path relative to
 and applies this file's keys over it, mappings merged key by key and anything else (lists included)
 replaced. An experiment's config then holds only what it changes, and its resolved form (`to_yaml`, written
 beside every run) holds every field.
+
+The command line lays dotted overrides on the file the same way (`agent train student opd.gate.budget=0.05`):
+each value is read as YAML, so it means what it would in the file, and the same model validates the result.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,13 +53,16 @@ class Config(BaseModel):
         try:
             return cls.model_validate(data or {})
         except ValidationError as err:
-            raise ConfigError(format_validation_error(cls.__name__, source, err)) from None
+            raise ConfigError(format_validation_error(cls.__name__, source, err, cls)) from None
 
     @classmethod
-    def from_yaml(cls: type[C], path: str | Path) -> C:
-        """Load from a YAML file, resolving `extends:`; a missing or unparsable file (or base) is a
-        ConfigError naming the path."""
+    def from_yaml(cls: type[C], path: str | Path, overrides: Sequence[str] = ()) -> C:
+        """Load from a YAML file, resolving `extends:`, then the dotted `overrides` (`KEY.SUB=VALUE`); a
+        missing or unparsable file (or base), or a malformed override, is a ConfigError naming it."""
         data, source = load_yaml_mapping(Path(path), cls.__name__)
+        if overrides:
+            data = merge(data, parse_overrides(overrides, cls.__name__))
+            source += f" with {' '.join(overrides)}"
         return cls.from_dict(data, source=source)
 
     def to_yaml(self, path: str | Path) -> None:
@@ -98,6 +106,30 @@ def _resolve(path: Path, name: str, chain: list[Path]) -> dict[str, Any]:
     return merge(_resolve(path.parent / base, name, chain), data)
 
 
+def parse_overrides(overrides: Sequence[str], name: str) -> dict[str, Any]:
+    """`["opd.gate.budget=0.05", "seed=3"]` as the nested mapping a YAML file would hold. The value is
+    YAML (`0.05` a float, `[1, 2]` a list, `null` None). Which keys exist is the model's to say."""
+    out: dict[str, Any] = {}
+    for text in overrides:
+        key, eq, value = text.partition("=")
+        parts = key.split(".")
+        if not eq or not all(p.strip() for p in parts):
+            raise ConfigError(f"{name}: override {text!r}: expected KEY=VALUE with a dotted KEY (a.b.c=1)")
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{name}: override {text!r}: the value is not YAML: {err}") from None
+        node = out
+        for part in parts[:-1]:
+            if not isinstance(node.setdefault(part, {}), dict):
+                raise ConfigError(f"{name}: override {text!r}: {part} was given a value by another override")
+            node = node[part]
+        if isinstance(node.get(parts[-1]), dict):
+            raise ConfigError(f"{name}: override {text!r} replaces the fields other overrides set below it")
+        node[parts[-1]] = parsed
+    return out
+
+
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """`over` laid on `base`: where both hold a mapping, merged key by key; otherwise `over`'s value."""
     out = dict(base)
@@ -107,12 +139,26 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def format_validation_error(name: str, source: str, err: ValidationError) -> str:
-    """One line per bad field: `Encoder (file.yaml): fusion.heads = 3: must divide dim`."""
+def format_validation_error(name: str, source: str, err: ValidationError, model: type | None = None) -> str:
+    """One line per bad field: `Encoder (file.yaml): fusion.heads = 3: must divide dim`. An unknown key of
+    `model` also names the keys it may have meant."""
     lines = [f"{name} ({source}) is invalid:"]
     for e in err.errors():
         field = ".".join(str(p) for p in e["loc"]) or "<root>"
         value = e.get("input")
         shown = "" if isinstance(value, dict) else f" = {value!r}"
-        lines.append(f"  {field}{shown}: {e['msg']}")
+        hint = _known_keys(model, e["loc"]) if e["type"] == "extra_forbidden" and model else ""
+        lines.append(f"  {field}{shown}: {e['msg']}{hint}")
     return "\n".join(lines)
+
+
+def _known_keys(model: type, loc: tuple) -> str:
+    """`; did you mean budget?` (or the keys there are) for the unknown key at `loc` of `model`."""
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(part)
+        model = field.annotation if field is not None else None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return ""
+    keys = list(model.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=3)
+    return f"; did you mean {' or '.join(close)}?" if close else f"; the keys here are {', '.join(keys)}"
