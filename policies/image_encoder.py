@@ -117,7 +117,8 @@ def load_trunk_weights(resnet: nn.Module, weights: str | None) -> str:
     Nothing is downloaded: deployment machines and CI are offline.
     """
     if weights is None:
-        log.info("image trunk: random initialisation (no local weights file given)")
+        # debug: most builds load a whole student's weights over it next; those loaders say so
+        log.debug("image trunk: random initialisation (no local weights file given)")
         return "random-init"
     path = Path(weights)
     if not path.is_file():

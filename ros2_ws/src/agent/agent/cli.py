@@ -25,12 +25,43 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults formatter, less the defaults that say nothing: None and False (an option left
+    out, a switch off), and help that names its default itself."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False) or "default" in text:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class SubcommandParsers(argparse._SubParsersAction):
+    """A subcommand's one-line help is its description too (`agent train student --help` says what it
+    does)."""
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        if "help" in kwargs:
+            kwargs.setdefault("description", kwargs["help"])
+        return super().add_parser(name, **kwargs)
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of `agent` and, through argparse's `parser_class` (the parent's type), of every
+    subcommand at every depth: the defaults formatter and described subcommands."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", SubcommandParsers)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agent", description=__doc__.splitlines()[0])
+    parser = Parser(prog="agent", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text)
         mod = importlib.import_module(f"agent.commands.{module}")
         mod.add_arguments(p)
         p.set_defaults(_module=mod)
