@@ -210,6 +210,20 @@ class GateConfig(Config):
             raise ValueError(f"budget_min_samples = {v} must not exceed budget_window = {window}")
         return v
 
+    @field_validator("budget_end")
+    @classmethod
+    def _budget_end_decays_a_budget(cls, v: float | None, info: ValidationInfo) -> float | None:
+        """budget_end is where `budget` decays to: without a budget the gate runs on its threshold and would
+        ignore it, and above the budget the teacher's share would grow as the student learns."""
+        if v is None or "budget" not in info.data:  # budget itself invalid: its own error says so
+            return v
+        budget = info.data["budget"]
+        if budget is None:
+            raise ValueError(f"budget_end = {v} without a budget: set budget (the rate at the start) too")
+        if v > budget:
+            raise ValueError(f"budget_end = {v} must not exceed budget = {budget}: the budget decays to it")
+        return v
+
 
 @dataclass(frozen=True)
 class GateDecision:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from opd.distill.gate import REASONS, Gate, GateConfig, GateDecision
 from policies.config import ConfigError
@@ -317,7 +318,7 @@ BANK = [
     GateConfig(threshold_start=0.2, threshold_end=0.05, decay_steps=200, schedule="linear"),
     GateConfig(release_ratio=1.0, min_teacher_steps=1, disagree_s=0.0),
     GateConfig(budget=0.2, budget_min_samples=20, budget_window=50),
-    GateConfig(budget=0.05, budget_end=0.3, decay_steps=300, budget_min_samples=30, budget_window=120),
+    GateConfig(budget=0.3, budget_end=0.05, decay_steps=300, budget_min_samples=30, budget_window=120),
     GateConfig(budget=0.1, budget_min_samples=30),  # the longest window: the bank's whole ring
 ]
 
@@ -374,3 +375,18 @@ def test_a_gate_of_several_settings_refuses_the_single_setting_calls() -> None:
     assert json.dumps(fresh.state_dict()) == json.dumps(state)  # NaN timers: compared as written
     with pytest.raises(ValueError, match="variants, envs"):
         Gate(SMALL_RINGS[0], 1).load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"budget_end": 0.05}, "budget_end = 0.05 without a budget: set budget"),
+        ({"budget": 0.05, "budget_end": 0.3}, "budget_end = 0.3 must not exceed budget = 0.05"),
+    ],
+)
+def test_a_budget_end_the_gate_would_ignore_or_grow_to_is_refused(fields: dict, words: str) -> None:
+    """Accepted and then overridden (no budget: the threshold rules) or a teacher share that grows as the
+    student learns: both refused, naming the field."""
+    with pytest.raises(ValidationError, match=words):
+        GateConfig(**fields)
+    assert GateConfig(budget=0.3, budget_end=0.3).budget_end == 0.3  # a constant budget stays allowed
