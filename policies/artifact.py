@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from policies.camera_model import CameraModel
 from policies.predictor_config import PredictorConfig
 from policies.skill_contract import SkillContract
 
@@ -160,6 +161,15 @@ class Artifact:
         """The encoder's image input (height, width), pixels."""
         image = self._read("preprocessing", "image")
         return int(image["height"]), int(image["width"])
+
+    @property
+    def camera(self) -> CameraModel | None:
+        """The camera the student was trained with; None for artifacts exported without one."""
+        entry = self._read("preprocessing", "camera", required=False)
+        if entry is None:
+            return None
+        fields = {k: v for k, v in entry.items() if k != "fov_deg"}  # fov_deg: derived, for the reader
+        return CameraModel.from_dict(fields, f"{self.root / MANIFEST}: preprocessing.camera")
 
     @property
     def imu_window(self) -> int:

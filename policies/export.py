@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from policies.artifact import ARTIFACT_FORMAT, MANIFEST, Artifact, sha256_file
+from policies.camera_model import CameraModel
 from policies.predictor_config import PredictorConfig
 from policies.quantize import load_calibration, quantize_int8, synthetic_calibration
 from policies.skill_contract import SkillContract
@@ -61,6 +62,7 @@ def export_artifact(
     seed: int = 0,
     teacher: dict[str, str] | None = None,
     novelty: Novelty | None = None,
+    camera: CameraModel | None = None,
 ) -> Path:
     """Build the models (loading weights when given), export them and write the manifest.
 
@@ -77,6 +79,9 @@ def export_artifact(
             core deploys it with that teacher by default (`opd.live.loading.default_teacher`).
         novelty: the novelty gate's trained ensemble, for a student distilled with one (`novelty.pt`): a
             gate that reads it on the live graph or in a replay then reads this one, not an untrained one.
+        camera: the camera the student was trained with (`sim.real_robot_proxy.robot_camera`), written to
+            `preprocessing.camera` for the robot's camera to be checked against; None writes none. Its size
+            must be the image input's.
     """
     out_dir = Path(out_dir)
     student_cfg = student_cfg or StudentConfig.from_yaml(DEFAULT_STUDENT_CONFIG)
@@ -90,6 +95,10 @@ def export_artifact(
             f"({student_cfg.encoder.embed_dim}): the predictor reads state embeddings"
         )
     predictor_cfg, privileged_fields = _resolve_out_dim(predictor_cfg, privileged_fields)
+    image = student_cfg.encoder.image
+    if camera is not None and (camera.height, camera.width) != (image.height, image.width):
+        raise ValueError(f"camera {camera.width}x{camera.height} px: the student's image input is "
+                         f"{image.width}x{image.height} px; pass the camera it was trained with")  # fmt: skip
     torch.manual_seed(seed)
     student = StudentPolicy(student_cfg, contract).eval()
     predictor = StatePredictor(predictor_cfg).eval()
@@ -129,6 +138,9 @@ def export_artifact(
             novelty.describe(manifest, "trained with the student")
         if teacher is not None:
             manifest["teacher"] = teacher
+        if camera is not None:
+            fov = [round(camera.hfov_deg, 2), round(camera.vfov_deg, 2)]  # derived from fx, fy: for reading
+            manifest["preprocessing"]["camera"] = {**camera.model_dump(mode="json"), "fov_deg": fov}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
     log.info("exported artifact to %s (weights: %s)", out_dir, manifest["weights_source"])
     return out_dir

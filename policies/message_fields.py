@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from policies.camera_model import CameraModel
 from policies.runtime.student_runtime import MAX_STEP
 from policies.skill_contract import SkillContract
 
@@ -107,6 +108,26 @@ def imu_to_sample(msg: Any) -> np.ndarray:
     if not np.all(np.isfinite(sample)):
         raise MessageError("nonfinite", f"IMU sample has NaN/Inf: {sample.tolist()}")
     return _to_float32(sample, "IMU sample")
+
+
+def camera_info_to_model(msg: Any) -> CameraModel:
+    """sensor_msgs/CameraInfo -> CameraModel (K's fx, fy, cx, cy; width, height; distortion_model and D).
+
+    K all zero is an uncalibrated camera (the message's own convention): refused, as are a missing size,
+    non-positive focal lengths and NaN/Inf.
+    """
+    k = np.asarray(msg.k, dtype=np.float64)  # (9,) row-major 3x3
+    d = np.asarray(msg.d, dtype=np.float64)
+    if k.shape != (9,) or not np.all(np.isfinite(k)) or not np.all(np.isfinite(d)):
+        raise MessageError("nonfinite", f"camera info: K {k.tolist()} (9) or D {d.tolist()} not finite")
+    if not np.any(k):
+        raise MessageError("uncalibrated", "camera info: K is all zero (an uncalibrated camera)")
+    fx, fy, cx, cy = k[0], k[4], k[2], k[5]
+    if msg.width <= 0 or msg.height <= 0 or fx <= 0 or fy <= 0:
+        raise MessageError("range", f"camera info: {msg.width}x{msg.height} px with fx {fx}, fy {fy}: "
+                           "need a size and positive focal lengths")  # fmt: skip
+    return CameraModel(width=msg.width, height=msg.height, fx=fx, fy=fy, cx=cx, cy=cy,
+                       distortion_model=msg.distortion_model, d=tuple(d.tolist()))  # fmt: skip
 
 
 def _to_float32(values: np.ndarray, what: str) -> np.ndarray:

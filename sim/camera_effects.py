@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 from pydantic import Field, model_validator
 
+from policies.camera_model import CameraModel
 from policies.config import Config
 
 
@@ -103,6 +104,24 @@ def kelvin_to_rgb(kelvin: float) -> np.ndarray:
     b = 255.0 if t >= 66 else (0.0 if t <= 19 else 138.5177312231 * np.log(t - 10) - 305.0447927307)
     rgb = np.clip([r, g, b], 1.0, 255.0)
     return rgb / rgb[1]
+
+
+def nominal_camera(cfg: LensConfig, height: int, width: int, vfov_deg: float) -> CameraModel:
+    """The camera of the lens's middle draw (no focal error, k1 and k2 at the middle of their ranges) on a
+    render of vertical field of view `vfov_deg`, as ROS CameraInfo states it (plumb_bob).
+
+    `CameraEffects.remap` distorts radii r in half-widths as r (1 + k1 r^2 + k2 r^4) / (1 + k1 + k2). With
+    t = tan(hfov / 2), r = x / t for the normalised coordinate x of a pinhole of focal f: that is plumb_bob
+    with k1 / t^2, k2 / t^4 and focal f / (1 + k1 + k2).
+    """
+    render = CameraModel.from_vfov(width, height, vfov_deg)
+    k1, k2 = sum(cfg.k1) / 2, sum(cfg.k2) / 2
+    if k1 == 0.0 and k2 == 0.0:
+        return render
+    t = 0.5 * width / render.fx
+    f = render.fx / (1.0 + k1 + k2)
+    return CameraModel(width=width, height=height, fx=f, fy=f, cx=render.cx, cy=render.cy,
+                       d=(k1 / t**2, k2 / t**4, 0.0, 0.0, 0.0))  # fmt: skip
 
 
 class CameraEffects:

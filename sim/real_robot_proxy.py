@@ -24,8 +24,9 @@ import numpy as np
 from pydantic import Field, model_validator
 from scipy.ndimage import gaussian_filter
 
+from policies.camera_model import CameraModel
 from policies.config import PROJECT_ROOT, Config
-from sim.camera_effects import CameraEffects, LensConfig, LensDraw, Remap
+from sim.camera_effects import CameraEffects, LensConfig, LensDraw, Remap, nominal_camera
 from sim.motor_model import ActuatorParams
 from sim.robot_interface import (
     IMU_CHANNELS,
@@ -139,6 +140,12 @@ class ProxyConfig(Config):
     dynamics: DynamicsConfig = Field(default_factory=DynamicsConfig)
     lens: LensConfig = Field(default_factory=LensConfig)  # the camera's own effects (sim.camera_effects)
     room: RoomConfig = Field(default_factory=RoomConfig)  # the room around the arena (sim.room_appearance)
+
+
+def robot_camera(height: int, width: int, proxy: ProxyConfig | None = None) -> CameraModel:
+    """The robot's forward camera at `height` x `width` px, through the proxy's lens when given: the camera
+    a student trained on these frames learnt from (`policies.export` writes it into the manifest)."""
+    return nominal_camera((proxy or ProxyConfig()).lens, height, width, C.CAMERA_FOVY_DEG)
 
 
 class RealRobotProxy(RobotInterface):

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from policies.artifact import Artifact, ArtifactError, TeacherRecord
+from policies.camera_model import CameraModel
 from policies.export import Novelty, export_artifact, export_head_version
 from policies.predictor_config import PredictorConfig
 from policies.student_from_artifact import build_student
@@ -13,6 +14,7 @@ from policies.torch_files import load_torch
 
 FIELDS = tuple(f"s{i}" for i in range(6))
 TEACHER = {"checkpoint": "runs/teacher/teacher.pt", "sha256": "ab" * 32}
+CAMERA = CameraModel(width=64, height=64, fx=30.0, fy=31.0, cx=31.5, cy=31.0, d=(-0.1, 0.01, 0.0, 0.0, 0.0))
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +22,8 @@ def artifact(tmp_path_factory, tiny_cfg, contract) -> Artifact:
     out = tmp_path_factory.mktemp("art") / "student"
     pred = PredictorConfig(in_dim=tiny_cfg.encoder.embed_dim, hidden=16)
     return Artifact.load(export_artifact(out, student_cfg=tiny_cfg, contract=contract, predictor_cfg=pred,
-                                         privileged_fields=FIELDS, teacher=TEACHER))  # fmt: skip
+                                         privileged_fields=FIELDS, teacher=TEACHER,
+                                         camera=CAMERA))  # fmt: skip
 
 
 def test_the_accessors_return_what_the_export_wrote(artifact, tiny_cfg, contract):
@@ -35,6 +38,12 @@ def test_the_accessors_return_what_the_export_wrote(artifact, tiny_cfg, contract
     assert weights.novelty is None and artifact.novelty_config is None
     assert artifact.teacher == TeacherRecord(**TEACHER)
     assert artifact.version is None  # an export, not a version learnt online
+    assert artifact.camera == CAMERA  # the camera it was trained with, and its fields of view for a reader
+    hfov, vfov = artifact.manifest["preprocessing"]["camera"]["fov_deg"]
+    assert (hfov, vfov) == (
+        pytest.approx(CAMERA.hfov_deg, abs=0.01),
+        pytest.approx(CAMERA.vfov_deg, abs=0.01),
+    )
 
 
 def test_build_student_carries_the_artifacts_weights(artifact):
@@ -87,5 +96,14 @@ def test_optional_entries_have_their_documented_defaults(artifact):
     manifest = copy.deepcopy(artifact.manifest)
     del manifest["config"]["student"]["memory"]
     del manifest["teacher"]
+    del manifest["preprocessing"]["camera"]
     old = Artifact(artifact.root, manifest)
-    assert old.memory_frames == 1 and old.teacher is None and old.version is None
+    assert old.memory_frames == 1 and old.teacher is None and old.version is None and old.camera is None
+
+
+def test_a_camera_of_another_size_than_the_image_input_is_refused(tmp_path, tiny_cfg, contract):
+    wide = CAMERA.model_copy(update={"width": 128})
+    with pytest.raises(ValueError, match="camera 128x64 px: the student's image input is 64x64 px"):
+        export_artifact(tmp_path / "a", student_cfg=tiny_cfg, contract=contract, privileged_fields=FIELDS,
+                        camera=wide)  # fmt: skip
+    assert not (tmp_path / "a").exists()

@@ -29,7 +29,7 @@ class FakeRuntime:
     imu_rate_hz = 200.0
     embed_dim = 16
     memory = 1  # a head without memory: acts on the newest embedding
-    artifact = SimpleNamespace(encoder_hash=FAKE_ENCODER)
+    artifact = SimpleNamespace(encoder_hash=FAKE_ENCODER, camera=None)
 
     def __init__(self, contract: SkillContract, skill: int = 0, params: np.ndarray | None = None) -> None:
         self.contract = contract

@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from agent.executors import MultiThreadedExecutor, stop_executor
-from agent.messages import msg_to_embedding, sample_to_imu, skill_state_to_msg, stamp_to_sec
+from agent.messages import (
+    camera_info_msg,
+    camera_info_to_model,
+    msg_to_embedding,
+    sample_to_imu,
+    skill_state_to_msg,
+    stamp_to_sec,
+)
 from agent.nodes.encoder import GATES, EncoderNode
 from rclpy.context import Context
 from rclpy.parameter import Parameter
 from ros_harness import FAKE_ENCODER, FakeRuntime, Probe, SensorFeed, spin_for, spin_until
 from sensor_msgs.msg import Image
+
+from policies.camera_model import CameraModel
 
 Rig = tuple[EncoderNode, Probe, MultiThreadedExecutor, FakeRuntime]
 
@@ -23,8 +33,10 @@ def encoder(
     request: pytest.FixtureRequest, ros_context: Context, fake_loader: Callable[..., FakeRuntime]
 ) -> Iterator[Rig]:
     """An active encoder node with the fake model, a recording probe and their executor; parameters beyond
-    the defaults come from indirect parametrization (a dict)."""
+    the defaults come from indirect parametrization (a dict; its "camera" is the artifact's camera model)."""
     overrides = {"artifact_dir": "fake", "input_timeout_s": 0.3, **getattr(request, "param", {})}
+    camera = overrides.pop("camera", None)
+    fake_loader.runtime.artifact = SimpleNamespace(encoder_hash=FAKE_ENCODER, camera=camera)
     params = [Parameter(name, value=value) for name, value in {"autostart": True, **overrides}.items()]
     node = EncoderNode(runtime_loader=fake_loader, context=ros_context, parameter_overrides=params)
     probe = Probe(ros_context)
@@ -191,3 +203,60 @@ def test_gate_names_follow_the_fusion_modalities() -> None:
     from policies.fusion import MODALITIES
 
     assert GATES == MODALITIES
+
+
+TRAINED_CAMERA = CameraModel.from_vfov(128, 64, 75.0)  # the committed student's: 113.8 x 75 deg
+
+
+def camera_model_entry(node: EncoderNode, probe: Probe, executor: object, info: object | None) -> object:
+    """The encoder's camera_model diagnostic once it reports `info` (published until it does), or at once."""
+    want = None if info is None else camera_info_to_model(info).describe()
+
+    def reported() -> bool:
+        if info is not None:
+            probe.publish("/camera/camera_info", info)  # best effort: again until one arrives
+        entry = probe.diagnostics("encoder: ").get("encoder: camera_model")
+        return entry is not None and (want is None or {kv.key: kv.value for kv in entry.values}.get(
+            "camera_info") == want)  # fmt: skip
+
+    probe.received["/diagnostics"].clear()
+    assert spin_until(executor, reported, timeout_s=5.0)
+    return probe.diagnostics("encoder: ")["encoder: camera_model"]
+
+
+@pytest.mark.parametrize("encoder", [{"camera": TRAINED_CAMERA}], indirect=True)
+def test_camera_info_is_checked_against_the_camera_the_student_was_trained_with(encoder: Rig) -> None:
+    node, probe, executor, _ = encoder
+    probe.advertise("/camera/camera_info")
+    assert spin_until(executor, lambda: probe.matched("/camera/camera_info", by=node))
+    # The same field of view at 5x the resolution: the encoder resizes it, so it matches.
+    scaled = TRAINED_CAMERA.model_copy(update={"width": 640, "height": 320, "fx": TRAINED_CAMERA.fx * 5,
+                                               "fy": TRAINED_CAMERA.fy * 5})  # fmt: skip
+    ok = camera_model_entry(node, probe, executor, camera_info_msg(scaled, time.time()))
+    assert ok.level == b"\x00" and "matches" in ok.message
+    # A 90 deg camera: WARN naming both fields of view.
+    narrow = CameraModel(width=640, height=480, fx=320.0, fy=320.0, cx=319.5, cy=239.5)
+    warn = camera_model_entry(node, probe, executor, camera_info_msg(narrow, time.time()))
+    assert warn.level == b"\x01"
+    assert "horizontal field of view 90.0 deg, trained with 113.8 deg" in warn.message
+    assert "vertical" not in warn.message  # 73.7 deg: within the tolerance of 75 deg
+    values = {kv.key: kv.value for kv in warn.values}
+    assert values["trained"] == TRAINED_CAMERA.describe() and values["camera_info"] == narrow.describe()
+    # An uncalibrated camera (K all zero) is counted and rejected, and the last check stands.
+    blank = camera_info_msg(narrow, time.time())
+    blank.k = [0.0] * 9
+
+    def rejected() -> bool:
+        probe.publish("/camera/camera_info", blank)
+        return node.camera_info.rejected["uncalibrated"] >= 1
+
+    assert spin_until(executor, rejected)
+    assert node.camera_check.level == warn.level[0]
+
+
+def test_an_artifact_without_a_camera_model_is_said_so_and_not_checked(encoder: Rig) -> None:
+    node, probe, executor, _ = encoder
+    entry = camera_model_entry(node, probe, executor, None)
+    assert (
+        entry.level == b"\x00" and entry.message == "no camera model in the artifact: CameraInfo not checked"
+    )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from policies.config import ConfigError
-from sim.camera_effects import CameraEffects, LensConfig, LensDraw, kelvin_to_rgb
+from sim.camera_effects import CameraEffects, LensConfig, LensDraw, kelvin_to_rgb, nominal_camera
 
 H, W, HFOV = 32, 64, np.radians(113.8)
 
@@ -99,3 +99,23 @@ def test_bad_lens_values_are_refused_naming_the_field(field: str, value: object)
 
     with pytest.raises(ConfigError, match=field):
         ProxyConfig.from_dict({"lens": {field: value}})
+
+
+def test_the_nominal_camera_is_the_lens_middle_draw_as_plumb_bob() -> None:
+    """Projecting each render pixel through the stated CameraInfo (K, D) lands it on the output pixel that
+    the lens's remap samples it for: the manifest and /camera/camera_info describe the frames as drawn."""
+    cfg = LensConfig(k1=(-0.35, -0.2), k2=(0.03, 0.1))
+    vfov = np.degrees(2 * np.arctan(np.tan(HFOV / 2) * H / W))
+    camera = nominal_camera(cfg, H, W, vfov)
+    lens = CameraEffects(cfg, H, W, HFOV)
+    remap = lens.remap(draw(k1=sum(cfg.k1) / 2, k2=sum(cfg.k2) / 2))
+    rows, cols = np.mgrid[0:H, 0:W]
+    render_f = 0.5 * W / np.tan(HFOV / 2)  # the render's pinhole
+    x, y = (remap.cols - camera.cx) / render_f, (remap.rows - camera.cy) / render_f  # undistorted
+    r2 = x**2 + y**2
+    k1, k2 = camera.d[:2]
+    radial = 1 + k1 * r2 + k2 * r2**2
+    assert np.allclose(camera.cx + camera.fx * x * radial, cols, atol=1e-3)
+    assert np.allclose(camera.cy + camera.fy * y * radial, rows, atol=1e-3)
+    assert camera.distortion_model == "plumb_bob" and camera.d[2:] == (0.0, 0.0, 0.0)
+    assert nominal_camera(LensConfig(), H, W, vfov).d == (0.0,) * 5  # no lens: the render's pinhole

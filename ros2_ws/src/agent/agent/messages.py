@@ -35,14 +35,16 @@ import numpy as np
 from agent_interfaces.msg import HybridAction, StateEmbedding
 from builtin_interfaces.msg import Time
 from nav_msgs.msg import Odometry
-from sensor_msgs.msg import Image, Imu, JointState
+from sensor_msgs.msg import CameraInfo, Image, Imu, JointState
 
+from policies.camera_model import CameraModel
 from policies.message_fields import (  # noqa: F401  (the decoding half, re-exported for the nodes)
     IMAGE_ENCODINGS,
     SKILL_STATE_NAMES,
     SOURCES,
     MessageError,
     action_source,
+    camera_info_to_model,
     checked_stamp,
     image_to_rgb,
     imu_to_sample,
@@ -75,6 +77,18 @@ def rgb_to_image(rgb: np.ndarray, stamp: float, frame_id: str = "camera", encodi
     msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding=encoding, step=3 * rgb.shape[1])
     msg.header.stamp, msg.header.frame_id = sec_to_stamp(stamp), frame_id
     msg.data = array.array("B", np.ascontiguousarray(pixels).tobytes())
+    return msg
+
+
+def camera_info_msg(camera: CameraModel, stamp: float, frame_id: str = "camera") -> CameraInfo:
+    """A CameraModel -> sensor_msgs/CameraInfo for the frame stamped `stamp` (no rectification: R = I,
+    P = [K | 0])."""
+    msg = CameraInfo(width=camera.width, height=camera.height, distortion_model=camera.distortion_model)
+    msg.header.stamp, msg.header.frame_id = sec_to_stamp(stamp), frame_id
+    msg.k = [camera.fx, 0.0, camera.cx, 0.0, camera.fy, camera.cy, 0.0, 0.0, 1.0]
+    msg.d = list(camera.d)
+    msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    msg.p = [camera.fx, 0.0, camera.cx, 0.0, 0.0, camera.fy, camera.cy, 0.0, 0.0, 0.0, 1.0, 0.0]
     return msg
 
 

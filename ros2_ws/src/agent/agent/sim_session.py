@@ -301,6 +301,7 @@ def cached_artifact(config: Path, int8: bool, cache_root: Path | None = None) ->
     from policies.export import DEFAULT_CONTRACT, DEFAULT_PREDICTOR_CONFIG, export_artifact
     from policies.student_policy import StudentConfig
     from sim.marker_task import robot_privileged_fields
+    from sim.real_robot_proxy import robot_camera
 
     root = cache_root or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agent/artifacts"
     code = sorted(DEFAULT_PREDICTOR_CONFIG.parents[1].glob("*.py"))  # policies/*.py
@@ -316,4 +317,7 @@ def cached_artifact(config: Path, int8: bool, cache_root: Path | None = None) ->
             shutil.rmtree(out)
     root.mkdir(parents=True, exist_ok=True)
     student_cfg = StudentConfig.from_yaml(config)
-    return export_artifact(out, student_cfg, privileged_fields=robot_privileged_fields(), int8=int8), True
+    image = student_cfg.encoder.image
+    camera = robot_camera(image.height, image.width)
+    return export_artifact(out, student_cfg, privileged_fields=robot_privileged_fields(), int8=int8,
+                           camera=camera), True  # fmt: skip

@@ -22,6 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="backend sim config (sim/configs/mujoco.yaml, isaacsim.yaml) of the robot whose privileged "
         "state the predictor predicts; default: sim/configs/mujoco.yaml",
     )  # fmt: skip
+    parser.add_argument(
+        "--proxy-config", type=Path,
+        help="real-robot proxy config the student was trained behind: its lens's distortion goes into the "
+        "manifest's camera model (preprocessing.camera); default: the robot's camera without distortion",
+    )  # fmt: skip
     parser.add_argument("--contract", type=Path, help="skill contract YAML (default: the MuJoCo diffbot's)")
     parser.add_argument("--student-weights", type=Path, help="student state_dict (.pt); default: random init")
     parser.add_argument(
@@ -48,15 +53,19 @@ def run(args: argparse.Namespace) -> int:
     if args.step is not None:
         print("agent export: --step needs --from-run", file=sys.stderr)
         return 2
-    from policies.export import export_artifact
+    from policies.export import DEFAULT_STUDENT_CONFIG, export_artifact
     from policies.predictor_config import PredictorConfig
     from policies.skill_contract import SkillContract
     from policies.student_policy import StudentConfig
     from sim.marker_task import robot_privileged_fields
+    from sim.real_robot_proxy import ProxyConfig, robot_camera
 
+    student_cfg = StudentConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
+    image = student_cfg.encoder.image
+    proxy = ProxyConfig.from_yaml(args.proxy_config) if args.proxy_config else None
     out = export_artifact(
         args.out,
-        student_cfg=StudentConfig.from_yaml(args.config) if args.config else None,
+        student_cfg=student_cfg,
         contract=SkillContract.load(args.contract) if args.contract else None,
         predictor_cfg=PredictorConfig.from_yaml(args.predictor_config) if args.predictor_config else None,
         privileged_fields=robot_privileged_fields(args.sim_config),
@@ -65,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         int8=args.int8,
         calibration=args.calibration,
         seed=args.seed,
+        camera=robot_camera(image.height, image.width, proxy),
     )
     print(f"wrote {out}")
     return 0
@@ -73,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
 def _from_run(args: argparse.Namespace) -> int:
     from opd.student.trainer import export_checkpoint
 
-    own = ("config", "predictor_config", "sim_config", "contract", "student_weights", "predictor_weights")
+    own = ("config", "predictor_config", "sim_config", "proxy_config", "contract", "student_weights",
+           "predictor_weights")  # fmt: skip
     if given := [f"--{k.replace('_', '-')}" for k in own if getattr(args, k) is not None]:
         print(f"agent export: --from-run takes its configs and weights from the run, not {' '.join(given)}",
               file=sys.stderr)  # fmt: skip

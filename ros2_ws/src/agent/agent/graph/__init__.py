@@ -83,6 +83,9 @@ TOPICS: dict[str, Topic] = {
     for t in (
         Topic("/camera/image_raw", "sensor_msgs/msg/Image", SENSOR_DATA, 20.0,
               "forward camera, rgb8 or bgr8, stamped at exposure"),
+        Topic("/camera/camera_info", "sensor_msgs/msg/CameraInfo", SENSOR_DATA, 20.0,
+              "the forward camera's calibration (K, D), one per frame: checked against the camera the "
+              "student was trained with (the artifact's preprocessing.camera)"),
         # Depth 200 (1 s): the sim bridge publishes each control period's samples together, and after an
         # episode reset the whole settling window (100 samples) at once; none of it may be overwritten.
         Topic("/imu/data", "sensor_msgs/msg/Imu", SENSOR_DATA.with_depth(200), 200.0,
@@ -276,7 +279,7 @@ NODES: tuple[NodeSpec, ...] = (
     NodeSpec(
         "encoder", "agent.nodes.encoder", "EncoderNode",
         "camera + IMU window + active skill -> state embedding, aligned on the image stamp",
-        subscribes=("/camera/image_raw", "/imu/data", "/agent/active_skill"),
+        subscribes=("/camera/image_raw", "/camera/camera_info", "/imu/data", "/agent/active_skill"),
         publishes=("/agent/state", "/diagnostics"),
         params=COMMON_PARAMS + (
             _ARTIFACT, _BACKEND, _THREADS,
@@ -353,7 +356,7 @@ NODES: tuple[NodeSpec, ...] = (
         "runs a sim/ backend as the robot: camera, IMU, odometry, clock and task state out; hybrid action in",
         subscribes=("/opd/action",),
         publishes=("/clock", "/agent/active_skill", "/sim/privileged_state", "/odom", "/imu/data",
-                   "/camera/image_raw", "/diagnostics"),
+                   "/camera/image_raw", "/camera/camera_info", "/diagnostics"),
         params=COMMON_PARAMS + (
             Param("sim", "mujoco", "simulator backend", choices=SIMS[1:], launch_arg="sim"),
             Param("sim_config", "", "simulator YAML (sim/config.py); empty = the sim package's <sim>.yaml"),

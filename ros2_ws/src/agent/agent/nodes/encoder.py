@@ -14,6 +14,11 @@ wait while the IMU lags and are dropped once older than `max_latency_s`. While a
 samples wait in the subscription's history (200 samples, 1 s); each IMU callback takes the rest of a
 burst at once (`agent.ros_io.drain`). Camera and IMU are best effort: messages their publishers sent that
 never arrived are counted as dropped ("lost").
+
+The camera's CameraInfo is compared with the camera the student was trained with (`Artifact.camera`,
+`policies.camera_model.mismatches`): a field of view or distortion beyond the stated tolerance is a WARN
+on /diagnostics ("camera_model") naming both values. It is compared when it changes, not per frame; an
+artifact without a camera model is said so there, and nothing is checked.
 """
 
 from __future__ import annotations
@@ -24,12 +29,13 @@ from typing import Any
 
 import numpy as np
 from rclpy.subscription import MessageInfo
-from sensor_msgs.msg import Image, Imu, JointState
+from sensor_msgs.msg import CameraInfo, Image, Imu, JointState
 
 from agent.graph import TOPICS, node
 from agent.lifecycle_node import AgentNode
 from agent.messages import (
     MessageError,
+    camera_info_to_model,
     checked_stamp,
     embedding_to_msg,
     image_to_rgb,
@@ -40,12 +46,14 @@ from agent.node_process import run_node
 from agent.nodes import RuntimeLoader
 from agent.ros_io import drain
 from agent.sequence_gaps import SequenceGaps
+from policies.camera_model import CameraModel, mismatches
 from policies.imu_buffer import ImuBuffer, ImuMatch, MatchStatus
 from policies.preprocessing import resize_rgb
 from policies.runtime import StudentRuntime, load_student
 from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
 
 CAMERA, IMU, SKILL, STATE = "/camera/image_raw", "/imu/data", "/agent/active_skill", "/agent/state"
+CAMERA_INFO = "/camera/camera_info"
 # An IMU below 90% of its nominal rate is WARN (a half-rate one was not): IMUs keep their rate.
 IMU_SLOW_FRACTION = 0.9
 MAX_WAITING = 8  # images held while the IMU lags (8 x 50 ms covers max_latency_s at 20 Hz); bounds memory
@@ -84,6 +92,12 @@ class EncoderNode(AgentNode):
         self.imu = StreamStats("imu", imu_rate, s["input_timeout_s"], slow_fraction=IMU_SLOW_FRACTION)
         self.windows_with_gap = 0  # IMU windows encoded although their samples had a gap (see ImuBuffer)
         self.skill = StreamStats("active_skill")  # published on change: no rate, no timeout
+        self.camera_info = StreamStats("camera_info")  # a robot may publish none: no rate, no timeout
+        self.trained_camera: CameraModel | None = rt.artifact.camera
+        self.seen_camera: CameraModel | None = None
+        self.camera_check = self._camera_status()
+        if self.trained_camera is None:
+            self.get_logger().info("no camera model in the artifact: CameraInfo is not checked")
         self.output = StreamStats("state")  # latency here = image stamp -> publish
         self.camera_gaps, self.imu_gaps = SequenceGaps(), SequenceGaps()
         self.encode_time = LatencyWindow()
@@ -100,6 +114,7 @@ class EncoderNode(AgentNode):
         self.subscribe(CAMERA, self.on_image, self.work_group)
         self.imu_sub = self.subscribe(IMU, self.on_imu, self.work_group)  # the camera's group: see the doc
         self.skill_sub = self.subscribe(SKILL, self.on_skill, self.work_group)  # the camera's: see the doc
+        self.subscribe(CAMERA_INFO, self.on_camera_info, self.io_group)
 
     def deactivate(self) -> None:
         with self.lock:
@@ -173,6 +188,38 @@ class EncoderNode(AgentNode):
             with self.lock:
                 for _ in range(missing):
                     stream.drop("lost", now)
+
+    def on_camera_info(self, msg: CameraInfo) -> None:
+        """The camera's calibration: compared with the trained camera when it changes."""
+        now = self.now_s()
+        try:
+            stamp = checked_stamp(msg.header.stamp)
+            seen = camera_info_to_model(msg)
+        except MessageError as err:
+            self.reject(self.camera_info, err, now)
+            return
+        with self.lock:
+            self.camera_info.accept(stamp, now)
+            changed = seen != self.seen_camera
+            if changed:
+                self.seen_camera = seen
+                self.camera_check = self._camera_status()
+            check = self.camera_check
+        if changed and check.level == Level.WARN:
+            self.get_logger().warning(f"camera: {check.message}")
+
+    def _camera_status(self) -> Status:
+        """The camera_model entry: the last CameraInfo against the trained camera."""
+        trained, seen = self.trained_camera, self.seen_camera
+        if trained is None:
+            return Status(Level.OK, "no camera model in the artifact: CameraInfo not checked")
+        values = {"trained": trained.describe()}
+        if seen is None:
+            return Status(Level.OK, "no CameraInfo yet", values)
+        values["camera_info"] = seen.describe()
+        if problems := mismatches(trained, seen):
+            return Status(Level.WARN, "; ".join(problems), values)
+        return Status(Level.OK, "the camera matches the one the student was trained with", values)
 
     def on_skill(self, msg: JointState) -> None:
         self._store_skill(msg, self.now_s())
@@ -256,6 +303,7 @@ class EncoderNode(AgentNode):
         if imu.level == Level.WARN and "nominal" in imu.message:  # a sustained low rate (the 5 s window)
             self.warn_throttled("imu.rate", f"IMU rate low: {imu.message}; windows stretch over more time")
         return [("camera", self.camera.status(now)), ("imu", imu), ("active_skill", self.skill.status(now)),
+                ("camera_info", self.camera_info.status(now)), ("camera_model", self.camera_check),
                 ("output", out)]  # fmt: skip
 
     def summary(self) -> dict[str, str]:

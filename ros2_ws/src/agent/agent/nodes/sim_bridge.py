@@ -3,10 +3,12 @@
 The simulator runs on a thread of its own (`sim.realtime_loop.RealtimeLoop`, which paces it and waits for
 each observation's answer); this node converts in both directions:
 - each released observation -> /clock, /agent/active_skill, /sim/privileged_state, /odom, every new IMU
-  sample as its own message, and the camera frame when it is new; IMU samples taken between observations
-  are released on their own as they arrive, as a real IMU streams. Stamps are capture times: ROS time is
-  the wall time at the run's start plus the simulated time since, so with real_time_factor 1 stamps follow
-  the system clock (use_sim_time may stay off) and /clock carries the same time base;
+  sample as its own message, and the camera frame when it is new, with its CameraInfo (the robot's camera
+  at the rendered size, through the proxy's lens: `sim.real_robot_proxy.robot_camera`); IMU samples taken
+  between observations are released on their own as they arrive, as a real IMU streams. Stamps are capture
+  times: ROS time is the wall time at the run's start plus the simulated time since, so with
+  real_time_factor 1 stamps follow the system clock (use_sim_time may stay off) and /clock carries the same
+  time base;
 - the executed hybrid action on /opd/action (the opd node's, whoever `drive` names) -> the robot, which
   clips it to the skill contract in `send_action`; clipped commands are counted, malformed ones rejected.
   Nothing outside the contract reaches the simulator. Without a command for `command_timeout_s` the robot
@@ -35,6 +37,7 @@ from agent.lifecycle_node import AgentNode
 from agent.messages import (
     ActionCodec,
     MessageError,
+    camera_info_msg,
     checked_stamp,
     odometry_to_msg,
     privileged_names,
@@ -48,13 +51,14 @@ from agent.node_process import run_node
 from policies.stream_stats import Level, Status, StreamStats
 from sim.backends import make_backend
 from sim.config import SimConfig
-from sim.real_robot_proxy import ProxyConfig, RealRobotProxy
+from sim.real_robot_proxy import ProxyConfig, RealRobotProxy, robot_camera
 from sim.realtime_loop import LoopConfig, RealtimeLoop, Release
 from sim.robot_interface import AppliedAction, Observation, RobotInterface
 
 SIM_CONFIGS = Path(sim.__file__).resolve().parent / "configs"  # <sim>.yaml and proxy.yaml
 CLOCK, SKILL, PRIVILEGED, ODOM = "/clock", "/agent/active_skill", "/sim/privileged_state", "/odom"
 IMU, CAMERA, COMMAND = "/imu/data", "/camera/image_raw", "/opd/action"
+CAMERA_INFO = "/camera/camera_info"
 ODOM_FIELDS = ("odom_x_m", "odom_y_m", "odom_yaw_rad", "odom_v_mps", "odom_w_radps")  # proprio columns
 
 
@@ -82,9 +86,11 @@ class SimBridgeNode(AgentNode):
         s = self.settings()
         cfg = sim_config(s["sim"], s["sim_config"], s["camera_hz"], s["camera_width"], s["camera_height"])
         robot: RobotInterface = make_backend(cfg)
+        proxy = None
         if s["proxy"]:
             proxy = ProxyConfig.from_yaml(s["proxy_config"] or SIM_CONFIGS / "proxy.yaml")
             robot = RealRobotProxy(robot, proxy)
+        self.camera_model = robot_camera(cfg.camera.height, cfg.camera.width, proxy)
         self.drive = s["drive"]
         loop_cfg = LoopConfig(
             real_time_factor=s["real_time_factor"],
@@ -105,7 +111,7 @@ class SimBridgeNode(AgentNode):
         self.commands = StreamStats("command", TOPICS[COMMAND].rate_hz)
         self.command_timeout_s = s["command_timeout_s"]
         self.epoch_s = 0.0  # ROS time at simulated time 0 of the current run, s
-        self.pubs = {t: self.publisher(t) for t in (CLOCK, SKILL, PRIVILEGED, ODOM, IMU, CAMERA)}
+        self.pubs = {t: self.publisher(t) for t in (CLOCK, SKILL, PRIVILEGED, ODOM, IMU, CAMERA, CAMERA_INFO)}
         loop = RealtimeLoop(robot, loop_cfg, self.publish_release, self.controller_ready)
         loop.open()  # connects on the robot thread; a missing GL stack or simulator fails configure here
         self.loop = loop
@@ -185,7 +191,9 @@ class SimBridgeNode(AgentNode):
         )
         self._publish_imu(r)
         if r.new_image:
-            self.pubs[CAMERA].publish(rgb_to_image(obs.image[0], epoch + float(obs.image_stamp_s[0])))
+            stamp = epoch + float(obs.image_stamp_s[0])
+            self.pubs[CAMERA].publish(rgb_to_image(obs.image[0], stamp))
+            self.pubs[CAMERA_INFO].publish(camera_info_msg(self.camera_model, stamp))
 
     def _publish_imu(self, r: Release) -> None:
         """Each new IMU sample (S, 6) of the release as its own message, stamped when it was measured."""
