@@ -200,6 +200,12 @@ class MujocoBackend(SimBackend):
         """The MjData of one env, for viewers and fault-injection tests."""
         return self._data[env]
 
+    def dressed_model(self, env: int) -> mujoco.MjModel:
+        """The shared render model in env's look (its room's colours, sizes and light, or the sim's), for a
+        second renderer of env's MjData (`sim.third_person`); it holds until another env is rendered."""
+        self._dress(env)
+        return self._model
+
     def connect(self) -> None:
         if self.connected:
             return
@@ -209,7 +215,7 @@ class MujocoBackend(SimBackend):
             self._renderer = self._make_renderer()
 
     def _make_renderer(self) -> mujoco.Renderer:
-        renderer = _make_renderer(self._model, self.cfg.camera.height, self.cfg.camera.width)
+        renderer = make_renderer(self._model, self.cfg.camera.height, self.cfg.camera.width)
         renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = self._shadows
         return renderer
 
@@ -439,7 +445,7 @@ def _load_triton_first() -> None:
         importlib.import_module("triton")
 
 
-def _make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
+def make_renderer(model: mujoco.MjModel, height: int, width: int) -> mujoco.Renderer:
     """Offscreen renderer with the fast settings (no shadows, reflections or skybox: ~1.5 ms at 128x128)."""
     _load_triton_first()
     try:
