@@ -2,7 +2,8 @@
 
 Episode i always draws its layout from seed EVAL_SEED + i, whichever of the N parallel envs runs it, so a
 report depends on the policy and the episode count only (for a fixed N: a row's float rounding can
-depend on the batch it is computed in).
+depend on the batch it is computed in). A report is the aggregates over the episodes' results
+(`opd.eval_report`), so the shards of one evaluation merge into the same report.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import hashlib
 import json
 import math
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,8 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from opd.eval_report import EpisodeResult, Shard, finish
+from opd.eval_report import wilson_interval as wilson_interval  # where the benchmarks import it from
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import PROJECT_ROOT, Config
 from policies.embedding_window import EmbeddingWindow
@@ -46,17 +49,6 @@ def training_reset_seed(seed: int, steps: int) -> int:
 Policy = Callable[[dict, dict, np.ndarray], tuple[np.ndarray, np.ndarray]]
 # Hears each episode's end: (episodes done, successes among them), for a progress display.
 OnProgress = Callable[[int, int], None]
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95% Wilson score interval of a binomial proportion (Wilson 1927); (0, 1) for n = 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1 + z**2 / n
-    centre = (p + z**2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def project_path(path: str | Path) -> str:
@@ -98,10 +90,12 @@ def checkpoint_record(path: str | Path) -> dict[str, str]:
 
 
 def measured_on(envs: DiffBotVectorEnv, sim_config: object, proxy: Path | None, seed: int,
-                episodes: int) -> dict:  # fmt: skip
-    """What an evaluation measured on, for its report: the sim config and the proxy config (where each came
-    from, None for one given as an object, and the SHA-256 of the config as it ran, `config_sha256`), and
-    the seeds (episode i on first + i). A report saying only `proxy: true` read the same for any proxy."""
+                episodes: int, num_envs: int) -> dict:  # fmt: skip
+    """What an evaluation measured on, for its report: the sim backend, the sim config and the proxy config
+    (where each came from, None for one given as an object, and the SHA-256 of the config as it ran,
+    `config_sha256`), the seeds of the whole list (episode i on first + i, whichever shard runs it) and
+    `num_envs`, the most episodes run side by side (the setting: every shard of one evaluation has it). A
+    report saying only `proxy: true` read the same for any proxy."""
     from sim.gym_env import CONFIG_DIR
     from sim.real_robot_proxy import RealRobotProxy
 
@@ -110,12 +104,14 @@ def measured_on(envs: DiffBotVectorEnv, sim_config: object, proxy: Path | None, 
 
     robot = envs.robot
     return {
+        "sim": envs.config.backend,
+        "proxy": proxy is not None,
         "sim_config": {"path": where(sim_config if sim_config is not None else CONFIG_DIR / "mujoco.yaml"),
                        "sha256": config_sha256(envs.config)},
         "proxy_config": {"path": where(proxy), "sha256": config_sha256(robot.cfg)}
         if isinstance(robot, RealRobotProxy) else None,
         "seeds": {"first": seed, "count": episodes},
-        "envs": envs.num_envs,
+        "envs": num_envs,
     }  # fmt: skip
 
 
@@ -136,13 +132,17 @@ def evaluate_teacher(
     seed: int = EVAL_SEED,
     num_envs: int = 16,
     on_progress: OnProgress | None = None,
+    shard: Shard | None = None,
 ) -> dict:
     """Run `episodes` seeded episodes with the greedy teacher, holding each decision for the teacher's
     `action_repeat` control periods; return the report dict (see `agent eval teacher --json`), with what
-    it measured on (`measured_on`). `on_progress` hears each episode's end."""
+    it measured on (`measured_on`). `on_progress` hears each episode's end. With `shard`, only its
+    episodes of the list run and the return is the shard's record (`opd.eval_report`)."""
     from sim.vector_env import DiffBotVectorEnv
 
     n = env_count(episodes, num_envs, seed)
+    listed = (shard or Shard()).episodes(episodes)
+    n = min(n, len(listed))  # a shard's envs: as many as it has episodes, at most
     envs = DiffBotVectorEnv(
         n, sim_config, "privileged", proxy, teacher.cfg.action_repeat, AutoresetMode.DISABLED
     )
@@ -154,9 +154,8 @@ def evaluate_teacher(
             sightings.reset(started)
         return teacher.act(teacher.features(obs["privileged"], obs["skill"], memory=sightings))
 
-    measured = measured_on(envs, sim_config, proxy, seed, episodes)
-    report = run_episodes(envs, policy, episodes, seed, proxy is not None, on_progress=on_progress)
-    return {**report, **measured}
+    header = measured_on(envs, sim_config, proxy, seed, episodes, num_envs)
+    return finish(header, run_episodes(envs, policy, listed, seed, on_progress=on_progress), shard)
 
 
 def biased_student(artifact: str | Path, skill_bias: dict[str, float], out_dir: str | Path) -> Path:
@@ -364,17 +363,24 @@ def evaluate_student(
     assist_range_m: float = ASSIST_RANGE_M,
     collisions: bool = False,
     on_progress: OnProgress | None = None,
+    shard: Shard | None = None,
 ) -> dict:
     """The student acting alone (no teacher) for `episodes` seeded episodes, its camera at the artifact's
     image size; the same report as `evaluate_teacher`, and which student it was (`artifact_record`). With
     `assist` (`ASSISTS`; the teacher for the teacher's), the diagnostic `AssistedDriver` drives and the
     report says how often it overrode. With `collisions` (and the teacher) the report says what each
-    collision hit and what was chosen before it (`CollisionWitness`)."""
+    collision hit and what was chosen before it (`CollisionWitness`). With `shard`, as `evaluate_teacher`;
+    the diagnostics count over one process's episodes and are refused there."""
     from sim.config import SimConfig
     from sim.gym_env import CONFIG_DIR
     from sim.vector_env import DiffBotVectorEnv
 
+    if shard is not None and (assist or collisions):
+        raise ValueError("--assist and --collisions count over one process's episodes: run them without "
+                         "--shard-out")  # fmt: skip
     n = env_count(episodes, num_envs, seed)
+    listed = (shard or Shard()).episodes(episodes)
+    n = min(n, len(listed))  # a shard's envs: as many as it has episodes, at most
     cfg = SimConfig.from_yaml(sim_config or CONFIG_DIR / "mujoco.yaml")
     h, w = runtime.image_hw
     cfg = cfg.model_copy(update={"camera": cfg.camera.model_copy(update={"height": h, "width": w})})
@@ -396,11 +402,10 @@ def evaluate_student(
     if collisions:
         hz = envs.config.rates.control_hz
         driver = witness = CollisionWitness(driver, teacher, n, fields, half_fov, hz)
-    measured = {**measured_on(envs, sim_config, proxy, seed, episodes),
-                "artifact": artifact_record(runtime.artifact)}  # fmt: skip
-    report = run_episodes(envs, driver, episodes, seed, proxy is not None, witness and witness.ended,
-                          on_progress)  # fmt: skip
-    report.update(measured)
+    header = {**measured_on(envs, sim_config, proxy, seed, episodes, num_envs),
+              "artifact": artifact_record(runtime.artifact)}  # fmt: skip
+    results = run_episodes(envs, driver, listed, seed, witness and witness.ended, on_progress)
+    report = finish(header, results, shard)
     if assisted is not None:
         report["assist"] = {"mode": assist, "share": round(assisted.assisted / max(assisted.steps, 1), 4)}
         if assist.startswith("teacher_far"):
@@ -411,25 +416,24 @@ def evaluate_student(
 
 
 def run_episodes(
-    envs: VectorEnv, policy: Policy, episodes: int, seed: int, proxy: bool,
+    envs: VectorEnv, policy: Policy, episodes: Sequence[int], seed: int,
     on_end: Callable[[int, str], None] | None = None, on_progress: OnProgress | None = None,
-) -> dict:  # fmt: skip
-    """Seeded episodes (episode i on seed + i) on a DISABLED-autoreset vector env; the report dict.
-    `on_end(env, outcome)` hears each episode's end, `on_progress(done, successes)` the count after each
-    step that ended one.
+) -> list[EpisodeResult]:  # fmt: skip
+    """Run the listed `episodes` (episode i on seed + i) to their ends on a DISABLED-autoreset vector env
+    of at most len(episodes) envs; their results, in the order they ended. `on_end(env, outcome)` hears
+    each episode's end, `on_progress(done, successes)` the count after each step that ended one.
 
     `policy(obs, info, started)` returns (skill (N,), params (N, P)); `started` (N,) marks envs whose
     episode began with this observation, `info["running"]` (N,) those with an episode still running.
     """
-    n = envs.num_envs
-    episode_of = np.arange(n)  # episode each env runs; -1 once there are no more to start
+    n, listed = envs.num_envs, list(episodes)
+    episode_of = np.array(listed[:n])  # episode each env runs; -1 once there are no more to start
     returns = np.zeros(n)
-    successes, totals, outcomes = 0, [], {}
-    by_episode: list[str] = [""] * episodes  # episode i's outcome: policies run on the same seeds pair up
-    ends: dict[str, list[tuple[float, float]]] = {}  # outcome -> (progress, episode time s) per episode
+    results: list[EpisodeResult] = []
+    successes, started = 0, n
     try:
-        obs, info = envs.reset(seed=[seed + i for i in range(n)])
-        started, fresh = n, np.ones(n, dtype=bool)
+        obs, info = envs.reset(seed=[seed + int(e) for e in episode_of])
+        fresh = np.ones(n, dtype=bool)
         while (episode_of >= 0).any():
             skill, params = policy(obs, {**info, "running": episode_of >= 0}, fresh)
             obs, reward, terminated, truncated, info = envs.step({"skill": skill, "params": params})
@@ -437,20 +441,20 @@ def run_episodes(
             returns += np.where(running, reward, 0.0)
             ended = running & (terminated | truncated)
             for i in np.flatnonzero(ended):
+                outcome = str(info["outcome"][i])
                 if on_end is not None:
-                    on_end(int(i), str(info["outcome"][i]))
-                successes += bool(info["success"][i])
-                outcomes[info["outcome"][i]] = outcomes.get(info["outcome"][i], 0) + 1
-                by_episode[episode_of[i]] = str(info["outcome"][i])
-                ends.setdefault(info["outcome"][i], []).append(
-                    (float(obs["progress"][i, 0]), float(info["episode_time_s"][i]))
-                )
-                totals.append(float(returns[i]))
+                    on_end(int(i), outcome)
+                results.append(EpisodeResult(
+                    episode=int(episode_of[i]), outcome=outcome, success=bool(info["success"][i]),
+                    episode_return=float(returns[i]), progress=float(obs["progress"][i, 0]),
+                    time_s=float(info["episode_time_s"][i]),
+                ))  # fmt: skip
+                successes += results[-1].success
                 returns[i] = 0.0
-                episode_of[i] = started if started < episodes else -1
-                started += episode_of[i] >= 0
+                episode_of[i] = listed[started] if started < len(listed) else -1
+                started += 1
             if on_progress is not None and ended.any():
-                on_progress(len(totals), successes)
+                on_progress(len(results), successes)
             fresh = ended & (episode_of >= 0)
             if fresh.any():  # the others hold their ended episodes (not simulated) until all are done
                 seeds = [seed + int(e) if r else None for e, r in zip(episode_of, fresh, strict=True)]
@@ -458,25 +462,7 @@ def run_episodes(
                 info = _merge_fresh(info, reset_info, fresh)
     finally:
         envs.close()
-    lo, hi = wilson_interval(successes, episodes)
-    return {
-        "episodes": episodes,
-        "success_rate": successes / max(episodes, 1),
-        "ci95": [round(lo, 4), round(hi, 4)],
-        "mean_return": float(np.mean(totals)) if totals else 0.0,
-        "sim": envs.config.backend,
-        "proxy": proxy,
-        "outcomes": outcomes,
-        "episode_outcomes": by_episode,  # in episode order: episode i ran on seed + i
-        # where each kind of ending happens: the share of the tour done (markers reached / M) and when
-        "by_outcome": {
-            k: {
-                "progress_mean": round(float(np.mean([e[0] for e in v])), 4),
-                "time_s_mean": round(float(np.mean([e[1] for e in v])), 3),
-            }
-            for k, v in sorted(ends.items())
-        },  # fmt: skip
-    }
+    return results
 
 
 def _merge_fresh(info: dict, reset_info: dict, fresh: np.ndarray) -> dict:

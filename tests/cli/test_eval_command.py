@@ -111,3 +111,60 @@ def test_eval_help_says_which_teacher_runs_and_that_a_proxy_config_implies_the_p
     text = subcommand_help(what)
     assert "the one the student artifact was distilled from" in text
     assert "--proxy-config PROXY_CONFIG proxy YAML; implies --proxy" in text
+
+
+def eval_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    eval_command.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_a_shard_is_the_launchers_rank_unless_given_and_more_than_one_needs_a_shard_out(monkeypatch) -> None:
+    from opd.eval_report import Shard
+
+    for name in ("WORLD_SIZE", "RANK", "SLURM_NTASKS", "SLURM_PROCID", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    assert eval_command.shard_of(eval_args("teacher")) is None  # plain python: one process, no file
+    assert eval_command.shard_of(eval_args("teacher", "--shard-out", "d")) == Shard(0, 1)
+    monkeypatch.setenv("SLURM_NTASKS", "4")  # srun sets no MASTER_ADDR: both flags given need none
+    given = eval_args("student", "--shard-out", "d", "--num-shards", "2", "--shard-id", "1")
+    assert eval_command.shard_of(given) == Shard(1, 2)
+    torchrun = {"WORLD_SIZE": "4", "RANK": "2", "MASTER_ADDR": "node0", "MASTER_PORT": "29500"}
+    for name, value in torchrun.items():
+        monkeypatch.setenv(name, value)
+    assert eval_command.shard_of(eval_args("teacher", "--shard-out", "d")) == Shard(2, 4)
+    with pytest.raises(ValueError, match="4 shards write one file each: give --shard-out DIR"):
+        eval_command.shard_of(eval_args("teacher"))  # each rank would evaluate every episode
+    with pytest.raises(ValueError, match="--shard-id 5: the shards of 4 are 0..3"):
+        eval_command.shard_of(eval_args("teacher", "--shard-out", "d", "--shard-id", "5"))
+
+
+def test_eval_teacher_in_shards_then_merged_prints_what_one_process_prints(tmp_path: Path, capsys) -> None:
+    """The same JSON, and the same text report (the merge prints through the same function)."""
+    from agent import cli
+
+    teacher = ("eval", "teacher", "--checkpoint", str(DEFAULT_TEACHER), "--episodes", "3", "--envs", "1")
+    assert cli.main([*teacher, "--json"]) == 0
+    single = capsys.readouterr().out
+    for k in (1, 0):
+        shard = ("--num-shards", "2", "--shard-id", str(k), "--shard-out", str(tmp_path))
+        assert cli.main([*teacher, *shard]) == 0
+        assert f"shard {k} of 2: {2 - k} of 3 episodes" in capsys.readouterr().out
+    assert cli.main(["eval", "merge", str(tmp_path), "--json"]) == 0
+    assert capsys.readouterr().out == single
+    assert cli.main(["eval", "merge", str(tmp_path / "shard-0-of-2.json")]) == 2
+    assert capsys.readouterr().err.endswith("episode 1 missing\n")
+    eval_command._print_report(json.loads(single))
+    from_single = capsys.readouterr().out
+    assert cli.main(["eval", "merge", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == from_single and "3 episodes on the clean sim" in from_single
+
+
+def test_eval_merge_of_nothing_there_is_one_clear_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "eval", "merge", str(tmp_path / "none")],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"agent eval: error: {tmp_path / 'none'}: no such file or directory"

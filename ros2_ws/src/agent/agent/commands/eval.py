@@ -1,9 +1,14 @@
-"""`agent eval teacher|student|transfer|factors`: success rates with Wilson 95% intervals, seeded episodes.
+"""`agent eval teacher|student|merge|transfer|factors`: success rates with Wilson 95% intervals, seeded
+episodes.
 
 `teacher` and `student` show their progress on stderr (stdout stays the report, one JSON line with
 --json), and the report says what it measured: the policy (checkpoint or artifact, with its hash), the sim
 and proxy configs (path and hash of the config as it ran) and the seeds. A teacher not named is the one the
 student artifact was distilled from (its manifest's `teacher`), so a student is compared with its own.
+
+With --shard-out DIR, a process runs its shard of the episode list (--num-shards, --shard-id: by default
+the launcher's WORLD_SIZE and RANK, torchrun's or Slurm's) and writes DIR/shard-K-of-N.json; `merge` makes
+the shards' files into the report one process would print (`opd.eval_report`).
 
 `transfer` is the sim-to-real benchmark (`opd.benchmark.transfer`): students trained at one label budget,
 each evaluated acting alone on the real-robot proxy (the config's, or the preset --proxy-config names), and
@@ -33,6 +38,8 @@ from sim.robots import diffbot
 if TYPE_CHECKING:  # imported when the command runs: `agent --help` must not load rich's progress or torch
     from rich.console import Console
     from rich.progress import Progress
+
+    from opd.eval_report import Shard
 
 SIM_DIR = Path(sim.__file__).parent
 DEFAULT_TEACHER = from_root(diffbot.TEACHER)
@@ -71,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument(
         "--envs", type=at_least(1), default=16, help="episodes run side by side (one backend object)"
     )
+    add_shard_arguments(t)
     s = sub.add_parser("student", help="evaluate an exported student acting alone (no teacher)")
     s.add_argument("--artifact", type=Path, default=DEFAULT_STUDENT, help="artifact directory (agent export)")
     s.add_argument("--episodes", type=at_least(1), default=200, help="seeded episodes")
@@ -103,6 +111,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="diagnostic: add B to the student's logit of SKILL (its head's bias, in a scratch copy of "
         "the artifact), so that it picks SKILL more (B > 0) or less often (repeatable)",
     )
+    add_shard_arguments(s)
+    m = sub.add_parser(
+        "merge", help="the report of one evaluation from its shards' files (--shard-out), as one process "
+        "would print it; refuses missing or doubled episodes and shards of different evaluations",
+    )  # fmt: skip
+    m.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                   help="a shard file (shard-K-of-N.json) or a directory of them")  # fmt: skip
+    m.add_argument("--json", action="store_true", help="print one JSON object")
     r = sub.add_parser(
         "transfer",
         help="sim-to-real benchmark: train sim_only, dagger, novelty and opd (and sim_only_dr where the "
@@ -118,6 +134,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--out", type=Path, help="output directory (default runs/transfer or runs/transfer_quick)")
     r.add_argument("--report", type=Path, help="report directory (default OUT/report)")
     r.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    r.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: every job in this process, one after another; ray: each job (a pretrain, "
+                   "a method's training, an evaluation) a Ray task, side by side as the cluster's CPUs and "
+                   "GPUs allow (docs/cluster.md); the report is the same")  # fmt: skip
+    r.add_argument("--address", metavar="HOST:PORT",
+                   help="the Ray cluster (--executor ray); default: RAY_ADDRESS, else Ray started on this "
+                   "machine. --out must then be storage every node shares")  # fmt: skip
+    r.add_argument("--train-gpus", type=float, default=0.0, metavar="G",
+                   help="GPUs each training job holds on Ray (--executor ray)")  # fmt: skip
+
+
+def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
+    """--shard-out, --num-shards, --shard-id: this process's shard of the episode list."""
+    parser.add_argument("--shard-out", type=Path, metavar="DIR", help="run one shard of the episodes "
+                        "(those i with i %% num-shards == shard-id) and write DIR/shard-K-of-N.json for "
+                        "agent eval merge")  # fmt: skip
+    parser.add_argument("--num-shards", type=at_least(1), metavar="N", help="shards of the episode list "
+                        "(default: WORLD_SIZE or SLURM_NTASKS, else 1)")  # fmt: skip
+    parser.add_argument("--shard-id", type=at_least(0), metavar="K",
+                        help="this process's shard (default: RANK or SLURM_PROCID, else 0)")  # fmt: skip
+
+
+def shard_of(args: argparse.Namespace) -> Shard | None:
+    """This process's shard with --shard-out; None without it, where more than one shard is refused (each
+    process would evaluate every episode)."""
+    from opd.eval_report import Shard
+    from opd.world import World
+
+    count, index = args.num_shards, args.shard_id
+    if count is None or index is None:  # both given: no launcher's variables needed (srun without MASTER_*)
+        world = World.from_env()
+        count = world.size if count is None else count
+        index = world.rank if index is None else index
+    shard = Shard(index, count)
+    if args.shard_out is None:
+        if count > 1:
+            raise ValueError(f"{count} shards write one file each: give --shard-out DIR, then merge the "
+                             "files with agent eval merge DIR")  # fmt: skip
+        return None
+    return shard
 
 
 def _skill_bias(text: str) -> tuple[str, float]:
@@ -133,10 +189,17 @@ def run(args: argparse.Namespace) -> int:
         return run_transfer(args)
     if args.what == "factors":
         return eval_factors.run(args)
+    if args.what == "merge":
+        from opd.eval_report import merge
+
+        return _print(merge(args.paths), args.json)
+    shard = shard_of(args)
     from opd.evaluation import checkpoint_record, evaluate_student, evaluate_teacher
     from policies.teacher_policy import load_teacher
 
     proxy = args.proxy_config or (DEFAULT_PROXY if args.proxy else None)
+    episodes = len(shard.episodes(args.episodes)) if shard else args.episodes  # this process runs
+    which = f" (shard {shard.id} of {shard.count})" if shard else ""
     if args.what == "student":
         from policies.runtime import load_student
 
@@ -151,11 +214,11 @@ def run(args: argparse.Namespace) -> int:
         if args.assist or args.collisions:
             path, chosen = teacher_of(args.artifact, args.teacher)
             teacher, record = load_teacher(path), {**checkpoint_record(path), "chosen": chosen}
-        with EpisodeProgress(args.episodes, "student") as progress:
+        with EpisodeProgress(episodes, f"student{which}") as progress:
             report = evaluate_student(
                 runtime, args.episodes, proxy=proxy, num_envs=args.envs, assist=args.assist, teacher=teacher,
                 assist_range_m=args.assist_range, collisions=args.collisions, seed=args.seed,
-                on_progress=progress,
+                on_progress=progress, shard=shard,
             )  # fmt: skip
         if args.skill_bias:  # the scratch copy ran: the report names the student it was made from
             from opd.evaluation import artifact_record
@@ -167,11 +230,30 @@ def run(args: argparse.Namespace) -> int:
             report["teacher"] = record
     else:
         path, chosen = teacher_of(args.artifact, args.checkpoint)
-        with EpisodeProgress(args.episodes, "teacher") as progress:
+        with EpisodeProgress(episodes, f"teacher{which}") as progress:
             report = evaluate_teacher(load_teacher(path), args.episodes, proxy=proxy, num_envs=args.envs,
-                                      on_progress=progress)  # fmt: skip
+                                      on_progress=progress, shard=shard)  # fmt: skip
         report["teacher"] = {**checkpoint_record(path), "chosen": chosen}
+    return _print(report, args.json) if shard is None else _write_shard(report, shard, args)
+
+
+def _write_shard(record: dict, shard: Shard, args: argparse.Namespace) -> int:
+    """Write a shard's record to --shard-out; print it (--json) or a line saying what it holds."""
+    from opd.eval_report import write_shard
+
+    written = write_shard(args.shard_out, record)
     if args.json:
+        print(json.dumps(record))
+    else:
+        n, done = sum(r["success"] for r in record["results"]), len(record["results"])
+        print(f"shard {shard.id} of {shard.count}: {done} of {args.episodes} episodes, {n} success"
+              f"{'' if n == 1 else 'es'}; wrote {written} (agent eval merge {args.shard_out})")  # fmt: skip
+    return 0
+
+
+def _print(report: dict, as_json: bool) -> int:
+    """An evaluation's report on stdout: one JSON line, or the text `_print_report` lays out."""
+    if as_json:
         print(json.dumps(report))
     else:
         _print_report(report)
@@ -298,11 +380,21 @@ def run_transfer(args: argparse.Namespace) -> int:
     cfg = TransferConfig.from_yaml(args.config or OPD_CONFIGS / f"{name}.yaml")
     if args.proxy_config is not None:
         cfg = TransferConfig.from_dict({**cfg.model_dump(), "proxy_config": project_path(args.proxy_config)})
+    if args.executor == "local" and (args.address is not None or args.train_gpus):
+        raise ValueError("--address and --train-gpus are for --executor ray")
     out = args.out or Path("runs") / name
-    command = shlex.join(["agent", *sys.argv[1:]])
-    bench = TransferBenchmark(cfg, out, command)
+    command = shlex.join(["agent", *_without_executor(sys.argv[1:])])
+    # Ray's workers run in their own working directory, perhaps on another node: OUT absolute
+    bench = TransferBenchmark(cfg, out.resolve() if args.executor == "ray" else out, command)
     with contextlib.redirect_stdout(sys.stderr):  # training's progress bars; stdout carries the results
-        report = bench.run()
+        finished = True
+        if args.executor == "ray":  # every job a Ray task (`opd.benchmark.ray_jobs`); False: one was stopped
+            from opd.benchmark.ray_jobs import run_jobs
+            from opd.benchmark.transfer_jobs import JobResources, transfer_jobs
+
+            resources = JobResources.from_dict({"train_gpus": args.train_gpus}, "--train-gpus")
+            finished = run_jobs(transfer_jobs(bench, resources), bench, args.address)
+        report = bench.run() if finished else None  # after Ray: made of the kept results, nothing to run
     if report is None:  # stopped by SIGINT/SIGTERM after a checkpoint
         print(f"interrupted; rerun the same command to resume from {out}")
         return 130
@@ -313,6 +405,15 @@ def run_transfer(args: argparse.Namespace) -> int:
         _print_transfer(report)
         print(f"wrote {md}")
     return 0
+
+
+def _without_executor(argv: list[str]) -> list[str]:
+    """The command line less --executor, --address and --train-gpus, as the report records it: they say
+    where the jobs ran, not what they made, and the report is the same whichever executor made it."""
+    executor = argparse.ArgumentParser(add_help=False)  # matches them as the command's parser does
+    for option in ("--executor", "--address", "--train-gpus"):
+        executor.add_argument(option)
+    return executor.parse_known_args(argv)[1]
 
 
 def _print_transfer(report: dict) -> None:
