@@ -9,7 +9,7 @@ from opd.distill.config import NoveltyConfig, OPDConfig
 from opd.distill.learner import OnlineDistillation
 from policies.artifact import Artifact
 from policies.image_encoder import widen_positions
-from policies.student_from_artifact import build_student
+from policies.student_policy import StudentPolicy
 from policies.teacher_policy import TeacherPolicy
 from policies.torch_files import load_torch
 from policies.weight_init import skipped_weight_init
@@ -27,8 +27,8 @@ def learner_from_artifact(
     if novelty is not None:
         update["novelty"] = NoveltyConfig.from_dict(novelty, f"{artifact.root}: config.novelty")
     cfg = cfg.model_copy(update=update)
-    with skipped_weight_init():  # every weight is the artifact's
-        student = build_student(artifact)
+    with skipped_weight_init():  # every weight is the artifact's, loaded once below
+        student = StudentPolicy(artifact.student_config, artifact.contract)
     learner = OnlineDistillation(student, teacher, cfg, num_envs, learning=learning)
     load_artifact_weights(learner, artifact)
     return learner
