@@ -19,7 +19,10 @@ Timing, for a real-time factor r > 0 (r = 1: real time):
   observation;
 - with r = 0 (lockstep) releases are not paced: the loop runs as fast as the controller answers;
 - no command for `command_timeout_s` (wall time, e.g. a controller that died): the robot steps on the
-  contract's safe action until the next command arrives, as a real base's command watchdog does.
+  contract's safe action until the next command arrives, as a real base's command watchdog does;
+- while the controller is disarmed (`set_armed(False)`: an operator stopped it on purpose) nothing answers:
+  the robot steps on its last command (the safe action disarming sent) at each deadline, and the period
+  counts as disarmed, not missed.
 A finished episode is counted and the next one starts from seed + episode index. The robot starts on
 the contract's safe action and is left on it (`stop` parks it).
 
@@ -90,6 +93,7 @@ class LoopStats:
     commands: int = 0  # commands offered
     ahead: int = 0  # commands stamped after every released observation: applied, answering none
     safe_steps: int = 0  # periods stepped on the safe action because no command came for command_timeout_s
+    disarmed: int = 0  # periods stepped while the controller was disarmed: unanswered, not counted as missed
     resetting_s: float = 0.0  # wall time between an episode's end and the next one's first release, s
     episodes: int = 0  # episodes finished
     successes: int = 0
@@ -151,6 +155,7 @@ class RealtimeLoop:
         self._command_mono = time.monotonic()  # when the last command was offered (monotonic), s
         self._due: OrderedDict[int, float] = OrderedDict()  # answer stamp (us) -> due wall time, s
         self._overrun = False  # the last release came more than a period late (counted as its miss)
+        self._armed = True  # the controller answers releases (see set_armed)
         self._stats = LoopStats(started_mono_s=time.monotonic())
         self._episode = 0  # index of the running episode (not reset with the stats: it picks the seed)
         self._reset_once = False  # the robot has an episode, so it can be stepped (parked)
@@ -204,6 +209,12 @@ class RealtimeLoop:
     def running(self) -> bool:
         running = self._running  # read once: stop() clears it from another thread
         return running is not None and not running.done()
+
+    def set_armed(self, armed: bool) -> None:
+        """Whether the controller is armed: only then is a period without its answer a missed one."""
+        with self._cond:
+            self._armed = armed
+            self._cond.notify_all()
 
     def command_age_s(self) -> float:
         """Wall time since the last command was offered (or since the run started), s."""
@@ -331,12 +342,15 @@ class RealtimeLoop:
         """The command to apply: the answer to `awaited` once it came, else the last one at the deadline;
         the safe action when the last one is older than `command_timeout_s`."""
         with self._cond:
+            if not self._armed:
+                self._stats.disarmed += 1
             while awaited is not None and not self._stopping.is_set():
                 if self._answered is not None and self._answered >= awaited:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    if not self._overrun:  # a late release was counted as its period's miss already
+                    # a late release was counted as its period's miss already; disarmed, nothing answers
+                    if not self._overrun and self._armed:
                         self._stats.missed += 1
                         self._stats.missed_at_s.append(self._due_mono)
                     break

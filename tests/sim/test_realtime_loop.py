@@ -273,3 +273,24 @@ def test_a_robot_that_fails_to_connect_leaves_no_thread_behind() -> None:
         loop.open()
     assert not loop._thread.is_alive()  # a retried configure does not pile up robot threads
     loop.close()  # and closing it is still safe
+
+
+def test_periods_while_the_controller_is_disarmed_are_not_missed_ones() -> None:
+    """Disarmed on purpose, a silent controller costs no missed cycles: the periods count as disarmed (the
+    live line says so); armed again, an unanswered period is a miss again."""
+    loop = RealtimeLoop(DummyRobot(num_envs=1), LoopConfig(command_deadline_s=0.01), lambda r: None)
+    loop.open()
+    try:
+        loop.set_armed(False)
+        loop.start()
+        time.sleep(0.5)
+        disarmed = loop.stats()
+        loop.set_armed(True)
+        time.sleep(0.3)
+        armed = loop.stats()
+        loop.stop()
+    finally:
+        loop.close()
+    assert disarmed.missed == 0 and disarmed.cycles >= 5
+    assert disarmed.cycles <= disarmed.disarmed <= disarmed.cycles + 1  # the period under way counted too
+    assert armed.missed >= 3 and armed.disarmed <= disarmed.disarmed + 1

@@ -68,6 +68,9 @@ class AgentNode(LifecycleNode):
         self.work_group: CallbackGroup = MutuallyExclusiveCallbackGroup()
         self.lifecycle_state = "unconfigured"  # lifecycle state label, kept here for diagnostics
         self.fault = ""  # why the last transition failed
+        # Called with each lifecycle state entered, from the thread that drove the transition (an in-process
+        # session tells the robot whether its controller is armed: `agent.sim_session`).
+        self.state_listeners: list[Callable[[str], None]] = []
         self._params = {p.name: p for p in spec.params}
         self._widen_integer_overrides()
         for p in spec.params:
@@ -229,6 +232,8 @@ class AgentNode(LifecycleNode):
     def _entered(self, label: str, result: TransitionCallbackReturn) -> TransitionCallbackReturn:
         if result == TransitionCallbackReturn.SUCCESS:
             self.lifecycle_state, self.fault = label, ""
+            for listener in self.state_listeners:
+                listener(label)
         return result
 
     def _failed(self, transition: str, err: Exception) -> TransitionCallbackReturn:

@@ -103,6 +103,8 @@ class Progress:
     cycles: int  # control periods stepped
     missed: int  # periods stepped without the command answering their observation
     overruns: int  # observations released more than a control period late
+    disarmed: int  # periods stepped while the arm switch was disarmed (unanswered, not missed)
+    arm_state: str  # the arm switch's lifecycle state: active = armed
     latency_ms: np.ndarray  # image stamp -> command published, per answered observation, ms
     latency_at_s: np.ndarray  # monotonic time each of them was taken, s
     lateness_ms: np.ndarray  # observation released - due, ms
@@ -153,6 +155,11 @@ class SimSession:
             self._params_dir.cleanup()
             raise
         self.bridge = self.bringup.node("sim_bridge")
+        self.arm_switch = self.bringup.node(next(n.name for n in graph.NODES if n.arms))
+        # Before any transition: a disarmed controller's silence is no missed cycle (agent arm/disarm).
+        self.arm_switch.state_listeners.append(
+            lambda label: self.bridge.set_controller_armed(label == "active")
+        )
         self._baseline: Counter[str] = Counter()
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> dict[str, str]:
@@ -202,6 +209,8 @@ class SimSession:
             cycles=s.cycles,
             missed=s.missed,
             overruns=s.overruns,
+            disarmed=s.disarmed,
+            arm_state=self.arm_switch.fault or self.arm_switch.lifecycle_state,
             latency_ms=np.array(s.latency_s) * 1e3,
             latency_at_s=np.array(s.latency_at_s),
             lateness_ms=np.array(s.lateness_s) * 1e3,

@@ -190,16 +190,29 @@ def _figures(p: Progress, drive: str) -> dict[str, str]:
     worst = ", ".join(f"{k} {v}" for k, v in p.dropped.most_common(3))
     answered = "state" if drive == "teacher" else "camera"  # the teacher answers the privileged state
     latency = f"p50 {p.latency_percentile(50):.1f} ms, p99 {p.latency_percentile(99):.1f} ms"
+    control = f"{p.control_rate_hz:.1f} Hz, {p.missed_cycles} missed cycles"
+    if p.disarmed:
+        control += f", {p.disarmed} more while disarmed (nothing answers them: not counted as missed)"
     return {
+        "robot": _arm_line(p.arm_state),
         "time": f"{p.wall_s:.0f} s wall, {p.sim_time_s:.1f} s simulated",
         "episodes": f"{p.episodes} finished, {p.successes} successes ({rate}); "
                     f"running one at {p.episode_progress:.0%}",
-        "control": f"{p.control_rate_hz:.1f} Hz, {p.missed_cycles} missed cycles",
+        "control": control,
         f"{answered} -> command": latency,
         "dropped": f"{dropped} messages" + (f" ({worst})" if dropped else ""),
         "recorded": f"{p.recorded} messages",
         **({"OPD gate": p.gate} if p.gate else {}),
     }  # fmt: skip
+
+
+def _arm_line(state: str) -> str:
+    """The arm switch's state in words: armed, disarmed (and how to arm), or why it is neither."""
+    if state == "active":
+        return "armed"
+    if state == "inactive":
+        return "disarmed: no motion commands, the robot on the safe action (agent arm arms it)"
+    return f"not armed: the arm switch is {state}"
 
 
 def _summary(p: Progress, drive: str) -> str:

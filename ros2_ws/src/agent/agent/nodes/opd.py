@@ -42,6 +42,7 @@ is nothing to distil from (WARN), unless the teacher is to drive (then the execu
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +64,7 @@ from agent.messages import (
     privileged_names,
 )
 from agent.node_process import run_node
-from policies.artifact import Artifact
+from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.stream_stats import Level, Status, StreamStats
 
 if TYPE_CHECKING:
@@ -82,6 +83,10 @@ class OpdNode(ActingNode):
     def __init__(self, **kwargs: Any) -> None:
         self.learner_process: LearnerProcess | None = None
         self.last_gate: Any = None  # the gate's last Decision (drive opd), for progress displays
+        # Which robot this is, on /diagnostics beside its lifecycle state: what `agent arm` shows an operator
+        # before it arms a stack (`agent.stack_discovery`).
+        self.host = socket.gethostname()
+        self.artifact_name = ""
         super().__init__(node("opd"), **kwargs)
 
     def configure(self) -> None:
@@ -89,6 +94,7 @@ class OpdNode(ActingNode):
         if not s["artifact_dir"]:
             raise ValueError("artifact_dir is empty: pass the directory written by `agent export --out DIR`")
         artifact = Artifact.load(s["artifact_dir"])  # verifies the artifact's hashes
+        self.artifact_name = f"{artifact.root} (manifest sha256 {sha256_file(artifact.root / MANIFEST)[:12]})"
         self.learner = None
         if s["drive"] == "opd":
             # The OPD core (torch) only where it decides: drive student or teacher starts in ~1 s, not ~6 s.
@@ -300,13 +306,14 @@ class OpdNode(ActingNode):
         return out
 
     def summary(self) -> dict[str, str]:
+        identity = {"host": self.host, "artifact": self.artifact_name or "(not configured)"}
         if self.fallback is None:  # not configured yet
-            return {}
+            return identity
         who = SOURCE_NAMES[self.source]
         mode = f"executing the {who}'s action"
         if self.fallback.stopped:
             mode = f"safe action ({self.contract.safe_skill}): the {who} is silent"
-        return {"drive": self.drive, "mode": mode}
+        return {**identity, "drive": self.drive, "mode": mode}
 
 
 def gate_state(decided: StreamDecision) -> GateState:

@@ -80,6 +80,7 @@ class SimBridgeNode(AgentNode):
     def __init__(self, **kwargs: Any) -> None:
         self.loop: RealtimeLoop | None = None
         self.parked: AppliedAction | None = None  # what deactivate left the robot on
+        self.controller_armed = True  # whether unanswered periods are missed ones (see set_controller_armed)
         super().__init__(node("sim_bridge"), **kwargs)
 
     def configure(self) -> None:
@@ -115,6 +116,15 @@ class SimBridgeNode(AgentNode):
         loop = RealtimeLoop(robot, loop_cfg, self.publish_release, self.controller_ready)
         loop.open()  # connects on the robot thread; a missing GL stack or simulator fails configure here
         self.loop = loop
+        loop.set_armed(self.controller_armed)
+
+    def set_controller_armed(self, armed: bool) -> None:
+        """The arm switch was armed or disarmed: a disarmed controller's silence is no missed cycle. Told by
+        whoever watches it (`agent.sim_session`); alone, the bridge counts every unanswered period."""
+        self.controller_armed = armed
+        loop = self.loop  # read once: configure may create it beside this
+        if loop is not None:
+            loop.set_armed(armed)
 
     def activate(self) -> None:
         self.command_sub = self.subscribe(COMMAND, self.on_command, self.io_group)
@@ -229,6 +239,7 @@ class SimBridgeNode(AgentNode):
         values = {
             "cycles": str(loop.cycles),
             "missed_cycles": str(loop.missed),
+            "disarmed_cycles": str(loop.disarmed),
             "commands_ahead": str(loop.ahead),
             "overruns": str(loop.overruns),
             "episodes": str(loop.episodes),
@@ -246,6 +257,8 @@ class SimBridgeNode(AgentNode):
             status = Status(Level.WARN, "not running", values)
         elif loop.cycles == 0:
             status = Status(Level.WARN, "waiting for the controller", values)
+        elif not self.controller_armed:
+            status = Status(Level.OK, "the controller is disarmed: robot on the safe action", values)
         elif (age := self.loop.command_age_s()) > self.command_timeout_s:
             safe = self.robot_spec.contract.safe_skill
             status = Status(
