@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from opd.episode_video import Recording, recorded
 from opd.eval_report import EpisodeResult, Shard, finish
 from opd.eval_report import wilson_interval as wilson_interval  # where the benchmarks import it from
 from policies.artifact import MANIFEST, Artifact, sha256_file
@@ -133,11 +134,13 @@ def evaluate_teacher(
     num_envs: int = 16,
     on_progress: OnProgress | None = None,
     shard: Shard | None = None,
+    video: Recording | None = None,
 ) -> dict:
     """Run `episodes` seeded episodes with the greedy teacher, holding each decision for the teacher's
     `action_repeat` control periods; return the report dict (see `agent eval teacher --json`), with what
     it measured on (`measured_on`). `on_progress` hears each episode's end. With `shard`, only its
-    episodes of the list run and the return is the shard's record (`opd.eval_report`)."""
+    episodes of the list run and the return is the shard's record (`opd.eval_report`). With `video`, env
+    0's first episodes are recorded as they run (`opd.episode_video`); the report is the same."""
     from sim.vector_env import DiffBotVectorEnv
 
     n = env_count(episodes, num_envs, seed)
@@ -155,7 +158,8 @@ def evaluate_teacher(
         return teacher.act(teacher.features(obs["privileged"], obs["skill"], memory=sightings))
 
     header = measured_on(envs, sim_config, proxy, seed, episodes, num_envs)
-    return finish(header, run_episodes(envs, policy, listed, seed, on_progress=on_progress), shard)
+    with recorded(policy, envs, video, "teacher") as policy:
+        return finish(header, run_episodes(envs, policy, listed, seed, on_progress=on_progress), shard)
 
 
 def biased_student(artifact: str | Path, skill_bias: dict[str, float], out_dir: str | Path) -> Path:
@@ -364,13 +368,15 @@ def evaluate_student(
     collisions: bool = False,
     on_progress: OnProgress | None = None,
     shard: Shard | None = None,
+    video: Recording | None = None,
 ) -> dict:
     """The student acting alone (no teacher) for `episodes` seeded episodes, its camera at the artifact's
     image size; the same report as `evaluate_teacher`, and which student it was (`artifact_record`). With
     `assist` (`ASSISTS`; the teacher for the teacher's), the diagnostic `AssistedDriver` drives and the
     report says how often it overrode. With `collisions` (and the teacher) the report says what each
     collision hit and what was chosen before it (`CollisionWitness`). With `shard`, as `evaluate_teacher`;
-    the diagnostics count over one process's episodes and are refused there."""
+    the diagnostics count over one process's episodes and are refused there. `video`: as
+    `evaluate_teacher`'s."""
     from sim.config import SimConfig
     from sim.gym_env import CONFIG_DIR
     from sim.vector_env import DiffBotVectorEnv
@@ -404,7 +410,8 @@ def evaluate_student(
         driver = witness = CollisionWitness(driver, teacher, n, fields, half_fov, hz)
     header = {**measured_on(envs, sim_config, proxy, seed, episodes, num_envs),
               "artifact": artifact_record(runtime.artifact)}  # fmt: skip
-    results = run_episodes(envs, driver, listed, seed, witness and witness.ended, on_progress)
+    with recorded(driver, envs, video, f"student, {assist} assist" if assist else "student alone") as driver:
+        results = run_episodes(envs, driver, listed, seed, witness and witness.ended, on_progress)
     report = finish(header, results, shard)
     if assisted is not None:
         report["assist"] = {"mode": assist, "share": round(assisted.assisted / max(assisted.steps, 1), 4)}
@@ -424,7 +431,8 @@ def run_episodes(
     each episode's end, `on_progress(done, successes)` the count after each step that ended one.
 
     `policy(obs, info, started)` returns (skill (N,), params (N, P)); `started` (N,) marks envs whose
-    episode began with this observation, `info["running"]` (N,) those with an episode still running.
+    episode began with this observation, `info["running"]` (N,) those with an episode still running and
+    `info["episode"]` (N,) the episode each env runs (-1 for none).
     """
     n, listed = envs.num_envs, list(episodes)
     episode_of = np.array(listed[:n])  # episode each env runs; -1 once there are no more to start
@@ -435,7 +443,9 @@ def run_episodes(
         obs, info = envs.reset(seed=[seed + int(e) for e in episode_of])
         fresh = np.ones(n, dtype=bool)
         while (episode_of >= 0).any():
-            skill, params = policy(obs, {**info, "running": episode_of >= 0}, fresh)
+            skill, params = policy(
+                obs, {**info, "running": episode_of >= 0, "episode": episode_of.copy()}, fresh
+            )
             obs, reward, terminated, truncated, info = envs.step({"skill": skill, "params": params})
             running = episode_of >= 0
             returns += np.where(running, reward, 0.0)

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train", "train policies headless (teacher: hybrid SAC on privileged state)"),
     "eval": ("eval", "evaluate policies over seeded episodes with confidence intervals"),
     "replay": ("replay", "replay a recorded bag offline through the encoder, predictor, gate and student"),
+    "play": ("play", "watch a policy drive a few episodes: in a window, or an MP4 without a display"),
     "render": ("render", "the same scenes as the sim renders them and through a proxy, side by side (PNG)"),
     "run": ("run", "run the whole ROS 2 graph in one process against a simulator, with live progress"),
     "arm": ("arm", "arm a running stack: activate the opd node, the one that commands the base"),

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import opd
 import sim
 from agent.commands import at_least, eval_factors
+from agent.commands.video_options import add_video_arguments, recording_of
 from policies.config import from_root
 from sim.robots import diffbot
 
@@ -79,6 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--envs", type=at_least(1), default=16, help="episodes run side by side (one backend object)"
     )
     add_shard_arguments(t)
+    add_video_arguments(t)
     s = sub.add_parser("student", help="evaluate an exported student acting alone (no teacher)")
     s.add_argument("--artifact", type=Path, default=DEFAULT_STUDENT, help="artifact directory (agent export)")
     s.add_argument("--episodes", type=at_least(1), default=200, help="seeded episodes")
@@ -112,6 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the artifact), so that it picks SKILL more (B > 0) or less often (repeatable)",
     )
     add_shard_arguments(s)
+    add_video_arguments(s)
     m = sub.add_parser(
         "merge", help="the report of one evaluation from its shards' files (--shard-out), as one process "
         "would print it; refuses missing or doubled episodes and shards of different evaluations",
@@ -194,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
 
         return _print(merge(args.paths), args.json)
     shard = shard_of(args)
+    video = recording_of(args)
     from opd.evaluation import checkpoint_record, evaluate_student, evaluate_teacher
     from policies.teacher_policy import load_teacher
 
@@ -218,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
             report = evaluate_student(
                 runtime, args.episodes, proxy=proxy, num_envs=args.envs, assist=args.assist, teacher=teacher,
                 assist_range_m=args.assist_range, collisions=args.collisions, seed=args.seed,
-                on_progress=progress, shard=shard,
+                on_progress=progress, shard=shard, video=video,
             )  # fmt: skip
         if args.skill_bias:  # the scratch copy ran: the report names the student it was made from
             from opd.evaluation import artifact_record
@@ -232,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
         path, chosen = teacher_of(args.artifact, args.checkpoint)
         with EpisodeProgress(episodes, f"teacher{which}") as progress:
             report = evaluate_teacher(load_teacher(path), args.episodes, proxy=proxy, num_envs=args.envs,
-                                      on_progress=progress, shard=shard)  # fmt: skip
+                                      on_progress=progress, shard=shard, video=video)  # fmt: skip
         report["teacher"] = {**checkpoint_record(path), "chosen": chosen}
     return _print(report, args.json) if shard is None else _write_shard(report, shard, args)
 
