@@ -184,7 +184,10 @@ class BagInput:
         """A bag rosbags cannot open: its MCAP files read record by record up to where they were cut short
         (`opd.replay.bags.recovery`); each cut is a skip of "<bag>" at the last intact log time. sqlite3
         storage and bags with nothing readable are one error naming the bag."""
-        files = sorted(self.path.glob("*.mcap"), key=lambda p: (len(p.name), p.name))  # _9 before _10
+        if self.path.is_file():  # a bare .mcap, as a recorder killed mid-write leaves it
+            files = [self.path]
+        else:
+            files = sorted(self.path.glob("*.mcap"), key=lambda p: (len(p.name), p.name))  # _9 before _10
         if not files:
             raise BagError(f"{self.path}: cannot open the bag: {why}")
         reader = RecoveredMcap(files, typestore(self.topics.distro))
@@ -199,7 +202,27 @@ class BagInput:
             detail = (f"{cut.path.name} ends in the middle of a record ({cut.error}): read its "
                       f"{cut.messages} messages before the cut (rosbags: {why})")  # fmt: skip
             self.skips.add("<bag>", "truncated", cut.last_log_s, detail)
+        if reader.cuts:
+            self._count_past_cuts(reader, max(c.last_log_s for c in reader.cuts))
         return reader
+
+    def _count_past_cuts(self, reader: RecoveredMcap, cut_s: float) -> None:
+        """The messages a cut took: per topic, those metadata.yaml lists beyond those read, as `unread`;
+        without a metadata.yaml (a bare file, a recorder killed before writing it) that number is unknown,
+        and the report says so rather than nothing."""
+        listed = listed_topics(self.path)
+        if not listed:
+            detail = ("no metadata.yaml lists what was recorded (a bare .mcap, or a recorder killed before "
+                      "writing it): how many messages followed the cut is unknown")  # fmt: skip
+            self.skips.add("<bag>", "unread_unknown", cut_s, detail, count=0)
+            return
+        read: Counter[str] = Counter()
+        for conn in reader.connections:
+            read[conn.topic] += conn.msgcount
+        for topic, count in sorted(listed.items()):
+            if (lost := count - read[topic]) > 0:
+                detail = f"{lost} of the {count} messages metadata.yaml lists are past the cut: not replayed"
+                self.skips.add(topic, "unread", cut_s, detail, count=lost)
 
     def close(self) -> None:
         self.reader.close()
@@ -322,6 +345,18 @@ def listed_files(bag: Path) -> dict[str, int]:
     paths = info.get("relative_file_paths")
     names = [str(n) for n in paths] if isinstance(paths, list) else list(counts)
     return {n: counts.get(n) if isinstance(counts.get(n), int) else 0 for n in names}
+
+
+def listed_topics(bag: Path) -> dict[str, int]:
+    """Per topic, the messages metadata.yaml says were recorded ({} when it lists none)."""
+    entries = bag_info(bag).get("topics_with_message_count")
+    out: dict[str, int] = {}
+    for e in entries if isinstance(entries, list) else []:
+        meta = e.get("topic_metadata") if isinstance(e, dict) else None
+        name, count = (meta or {}).get("name") if isinstance(meta, dict) else None, e.get("message_count")
+        if isinstance(name, str) and isinstance(count, int):
+            out[name] = out.get(name, 0) + count
+    return out
 
 
 def recorded_launch_args(custom: dict[str, str]) -> dict[str, str]:

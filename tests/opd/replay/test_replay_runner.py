@@ -177,6 +177,8 @@ def test_an_mcap_recording_cut_short_replays_up_to_the_cut(artifact, tmp_path) -
     assert 0 < result["decisions"] < whole["decisions"]
     assert cut["first_s"] >= START_S + 3.0  # the intact chunks, seconds of them, were read
     assert tree_hash(bag) == before
+    unread = {s["topic"]: s["count"] for s in result["skipped"] if s["reason"] == "unread"}
+    assert unread and all(n > 0 for n in unread.values())  # metadata.yaml's counts past the cut, per topic
     (tmp_path / "empty").mkdir()
     shutil.copy(full / "metadata.yaml", tmp_path / "empty")
     (tmp_path / "empty" / data.name).write_bytes(data.read_bytes()[:20])  # nothing but the header
@@ -433,3 +435,18 @@ def test_the_memo_holds_windows_as_views_and_serves_only_exact_matches() -> None
     assert memo.get("head", other[None]) is None and memo.misses["head"] == 1 and memo.hits["head"] == 1
     with pytest.raises(ValueError, match="2 input rows"):  # outputs computed elsewhere must match row for row
         memo.put("head", windows[:2], (np.zeros(2), np.zeros((3, 8))))
+
+
+def test_a_bare_mcap_file_cut_short_replays_what_is_intact(artifact, tmp_path) -> None:
+    """The file a recorder killed mid-write leaves, given alone (no folder, no metadata.yaml): its intact
+    records replay as they do in a folder, and the report says how many messages followed the cut is
+    unknown, rather than nothing."""
+    full = write_synthetic_bag(tmp_path / "full", artifact, 12.0)
+    data = next(full.glob("*.mcap"))
+    bare = tmp_path / "killed.mcap"
+    bare.write_bytes(data.read_bytes()[: data.stat().st_size * 6 // 10])
+    result = Replay(bare, ARTIFACT, load_config(None)).run()
+    assert result["decisions"] > 0
+    reasons = {s["reason"]: s for s in result["skipped"] if s["topic"] == "<bag>"}
+    assert bare.name in reasons["truncated"]["detail"]
+    assert "unknown" in reasons["unread_unknown"]["detail"]
