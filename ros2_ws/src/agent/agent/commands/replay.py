@@ -12,7 +12,8 @@ DEFAULT_ARTIFACT = "sim/robots/diffbot/student"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bag", type=Path, help="rosbag2 bag directory (MCAP or sqlite3, split or not), or a bare .mcap file (one cut short replays up to the cut)")
+    parser.add_argument("bag", type=Path, help="rosbag2 bag directory (MCAP or sqlite3, split or not), or a "
+                        "bare .mcap file (one cut short replays up to the cut)")  # fmt: skip
     parser.add_argument("--artifact", type=Path, help="student artifact (default: the recorded run's when it "
                         f"is here, else {DEFAULT_ARTIFACT})")  # fmt: skip
     parser.add_argument("--config", type=Path, help="ReplayConfig YAML (default opd/configs/replay.yaml)")
