@@ -85,9 +85,11 @@ class SessionConfig:
         return params
 
     def camera_hw(self) -> tuple[int, int]:
-        """The artifact's input (height, width): the sim renders it."""
-        image = json.loads((self.artifact_dir / "manifest.json").read_text())["preprocessing"]["image"]
-        return image["height"], image["width"]
+        """The artifact's input (height, width): the sim renders it. Read through `Artifact`, which checks
+        the manifest and its files: a corrupt artifact is its one clear error here, before any node starts."""
+        from policies.artifact import Artifact
+
+        return Artifact.load(self.artifact_dir).image_hw
 
 
 @dataclass(frozen=True)
