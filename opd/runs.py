@@ -26,21 +26,26 @@ def run_resumably(
     close: Callable[[], None],
     export: Callable[[], Path],
     steps: Callable[[], int],
+    main: bool = True,
+    stopped: Callable[[], bool] | None = None,
 ) -> Path | None:
     """A trainer's run, after its resume: `train(writer, stop)` with a TensorBoard writer in `out`/tb under
     the stop signals, a checkpoint whatever ended it, the envs closed (`close`) even on an error; then the
-    final `export`, or None when a signal stopped it (the same command resumes)."""
+    final `export`, or None when a signal stopped it (the same command resumes). `main`: this process
+    logs; the other ranks of a job get no writer (None). `stopped`: whether a signal stopped training as
+    the ranks of a job agree (one may have heard it, the others not); default: this process's signals."""
     from torch.utils.tensorboard import SummaryWriter
 
-    writer = SummaryWriter(str(out / "tb"))
+    writer = SummaryWriter(str(out / "tb")) if main else None
     try:
         with stop_on_signals() as stop:
             train(writer, stop)
         save_checkpoint()
     finally:
-        writer.close()
+        if writer is not None:
+            writer.close()
         close()
-    if stop():
+    if (stopped or stop)():
         log.info("stopped at step %d; rerun the same command to resume", steps())
         return None
     return export()

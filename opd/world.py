@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     import torch
 
 DEVICE_CHOICES = "auto|cpu|cuda[:N]"
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?)$"  # a config field's pattern for DEVICE_CHOICES
+_DEVICE = re.compile(DEVICE_PATTERN)
 
 
 @dataclass(frozen=True)

@@ -42,13 +42,13 @@ import torch
 from opd.distill.aligned_buffer import AlignedBuffer, AlignedSample, StudentEntry, TeacherEntry
 from opd.distill.augment import random_shift
 from opd.distill.config import OPDConfig, resolve_config, state_width
+from opd.distill.distill_loss import DistillLoss
 from opd.distill.env_state import EnvState
 from opd.distill.gate import Gate
 from opd.distill.model_memo import ModelMemo
 from opd.distill.novelty import EnsembleNovelty
 from opd.distill.sample_store import SampleStore, StoreSpec
 from opd.distill.signal_mix import SignalMix
-from policies.distill_losses import categorical_kl, masked_param_loss
 from policies.state_predictor import StatePredictor
 from policies.student_input import INPUT_NAMES
 from policies.student_policy import StudentPolicy
@@ -101,13 +101,16 @@ class OnlineDistillation:
 
     def __init__(
         self, student: StudentPolicy, teacher: TeacherPolicy, cfg: OPDConfig, num_envs: int, seed: int = 0,
-        learning: bool = True,
+        learning: bool = True, device: torch.device | str = "cpu",
     ) -> None:  # fmt: skip
         """`learning=False`: a learner that acts, gates and measures but never updates (offline replay, a
-        node with `learn` off), so it keeps no sample store (`distill.capacity` windows of memory)."""
+        node with `learn` off), so it keeps no sample store (`distill.capacity` windows of memory).
+        `device`: where the student, predictor and ensemble learn and act (numpy in and out either way);
+        the frozen teacher, a small MLP on one state per env, stays on the CPU."""
         if teacher is None:
             raise ValueError("OPD needs a trained teacher: pass the frozen TeacherPolicy")
         self.cfg, self.num_envs, self.learning = cfg, num_envs, learning
+        self.device = torch.device(device)
         self.teacher = teacher.eval().requires_grad_(False)
         self.contract = student.contract
         k, p = self.contract.num_skills, self.contract.num_params
@@ -128,6 +131,12 @@ class OnlineDistillation:
         self.memory_readout = (
             torch.nn.Linear(ec.embed_dim, self.state_dim) if cfg.distill.memory_state > 0 else None
         )  # (B, E) -> (B, Dq)
+        # On a GPU the encoder learns in bfloat16 whatever `distill.precision` says: tensor cores make it
+        # the fast format there; on the CPU it pays only where the CPU computes bfloat16 natively.
+        bf16 = cfg.distill.precision == "bf16" or self.device.type == "cuda"
+        self.loss = DistillLoss(self.student, self.predictor, self.novelty, self.memory_readout, cfg.distill,
+                                self.predictor_cfg.history, bf16).to(self.device)  # fmt: skip
+        self.objective: torch.nn.Module = self.loss  # what `update` calls: the loss, or DDP over it
         self.lock = threading.Lock()  # guards the acting copies against sync_policy from a learner thread
         self.acting, self.acting_predictor, self.acting_novelty = self._copies()
         params = list(self.student.parameters()) + list(self.predictor.parameters())
@@ -139,7 +148,7 @@ class OnlineDistillation:
             self.student.encoder.requires_grad_(False)
             params = [q for q in params if q.requires_grad]
         self.optimizer = torch.optim.Adam(params, lr=cfg.distill.lr)
-        if learning and cfg.distill.precision == "bf16" and not native_bf16():
+        if learning and cfg.distill.precision == "bf16" and self.device.type == "cpu" and not native_bf16():
             log.warning("distill.precision bf16: this CPU has no native bfloat16; updates will be slower")
         # Teacher-state scale for the predictor: the teacher's own observation statistics (fixed, so an
         # error means the same at every step of training).
@@ -220,7 +229,8 @@ class OnlineDistillation:
             if "embedding" in frame:  # a copy: the caller's array may be read-only (a decoded message)
                 emb_np = np.array(frame["embedding"], np.float32)  # (M, E)
             else:
-                emb_np = self.acting.encoder(*(torch.as_tensor(frame[k]) for k in INPUT_NAMES))[0].numpy()
+                inputs = (torch.as_tensor(frame[k]).to(self.device) for k in INPUT_NAMES)
+                emb_np = self.acting.encoder(*inputs)[0].cpu().numpy()
             # Only frames the buffer accepts (not late, duplicate or non-finite) act and enter the windows,
             # so the acting window and the training windows hold the same frames.
             payloads = [{k: np.array(frame[k][j]) for k in frame} for j in range(len(envs))]
@@ -240,8 +250,8 @@ class OnlineDistillation:
             skill, params = self.head_outputs(np.ascontiguousarray(windows[:, -self.memory_frames :]))
             pred = self.predictions_of(np.ascontiguousarray(windows[:, -self.predictor_cfg.history :]))
             if self.acting_novelty is not None:
-                novelty = self.acting_novelty.disagreement(torch.from_numpy(emb_np[sel]))
-                self.env.novelty_score[envs[sel]] = novelty.numpy()
+                novelty = self.acting_novelty.disagreement(torch.from_numpy(emb_np[sel]).to(self.device))
+                self.env.novelty_score[envs[sel]] = novelty.cpu().numpy()
         for row, j in enumerate(sel):
             i = envs[j]
             payloads[j]["prediction"] = pred[row]  # the buffer hands the payload back with the sample
@@ -268,27 +278,27 @@ class OnlineDistillation:
         """The acting head on windows (M, W, E) float32: deployed skills (M,) and params (M, P) float64."""
         if self.memo is not None and (held := self.memo.get("head", frames)) is not None:
             return held
-        dist = self.acting.act_dist(torch.from_numpy(frames))
+        dist = self.acting.act_dist(torch.from_numpy(frames).to(self.device))
         skill, params = self.acting.head.deterministic(dist)
-        return skill.numpy(), params.double().numpy()
+        return skill.cpu().numpy(), params.double().cpu().numpy()
 
     @torch.no_grad()
     def episode_head_outputs(self, episode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`head_outputs` of the window ending at each frame of one episode's embeddings (N, E) float32,
         computed together (`FrameMemory.sliding`): for offline replay, which knows the episode ahead."""
-        emb = torch.from_numpy(episode)
+        emb = torch.from_numpy(episode).to(self.device)
         feats = emb if self.acting.memory is None else self.acting.memory.sliding(emb)  # (N, E)
         skill, params = self.acting.head.deterministic(self.acting.head(feats))
-        return skill.numpy(), params.double().numpy()
+        return skill.cpu().numpy(), params.double().cpu().numpy()
 
     @torch.no_grad()
     def predictions_of(self, windows: np.ndarray) -> np.ndarray:
         """The acting predictor on windows (M, T, E) float32: predictions (M, H, Dq), normalised units."""
         if self.memo is not None and (held := self.memo.get("predictor", windows)) is not None:
             return held[0]
-        h0, c0 = self.acting_predictor.initial_state(len(windows))
-        pred, _, _ = self.acting_predictor(torch.from_numpy(windows), h0, c0)
-        return pred.numpy()
+        h0, c0 = (z.to(self.device) for z in self.acting_predictor.initial_state(len(windows)))
+        pred, _, _ = self.acting_predictor(torch.from_numpy(windows).to(self.device), h0, c0)
+        return pred.cpu().numpy()
 
     def act(self, now: np.ndarray, teacher_ok: np.ndarray | None = None) -> Decision:
         """The executed action of every env: the gate's choice between the student and the teacher.
@@ -499,56 +509,56 @@ class OnlineDistillation:
 
     # ---- learning ------------------------------------------------------------------------------------
     def update(self) -> dict[str, float]:
-        """One gradient step on a batch of the store; {} while it holds less than a batch."""
+        """One gradient step on a batch of the store; {} while it holds less than a batch (in a job of
+        several ranks: while any rank's store does, since every rank takes every step together)."""
+        from opd.distributed import all_min
+
         cfg = self.cfg.distill
         if self.store is None:
             raise RuntimeError("this learner was built with learning=False: it keeps no samples")
-        if len(self.store) < cfg.batch_size:
+        if all_min(len(self.store), self.device) < cfg.batch_size:
             return {}
         b = self.store.sample(cfg.batch_size, self.rng, cfg.priority_alpha, cfg.takeover_share)
         if cfg.train_encoder:
             b["image"] = random_shift(b["image"], cfg.image_shift_px, self.rng)  # (B, H, W, 3)
-            with torch.autocast("cpu", torch.bfloat16, enabled=cfg.precision == "bf16"):
-                emb, _ = self.student.encoder(*(b[k] for k in INPUT_NAMES))  # (B, E)
-            emb = emb.float()
-        else:
-            emb = b["embedding"]
-        head = self.student.head
-        window = torch.cat([b["window"][:, :-1], emb[:, None]], dim=1)  # (B, T, E), newest with gradient
-        feats = self.student.head_input(window[:, -self.memory_frames :])  # (B, E)
-        dist = self.student.head(feats)
-        w = self._skill_weights(b["teacher_skill"])  # (B,)
-        kl_each = categorical_kl(b["teacher_logits"], dist.logits)  # (B,)
-        mask = head.slot_mask(b["teacher_skill"])
-        p_each = masked_param_loss(head.to_bounds(dist.mean), b["teacher_params"], mask, head.low, head.high)
-        kl, p_loss = (kl_each * w).mean(), (p_each * w).mean()
+        b["weight"] = self._skill_weights(b["teacher_skill"])  # (B,)
+        index = b.pop("index").numpy()
+        losses, priority = self.learn_on(b)
         if cfg.priority_alpha > 0:
-            self.store.set_priority(b["index"].numpy(), (kl_each + p_each).detach().numpy() + 1e-3)
-        h0, c0 = self.predictor.initial_state(cfg.batch_size)
-        pred, _, _ = self.predictor(window[:, -self.predictor_cfg.history :], h0, c0)  # (B, H, Dq)
-        fmask = b["future_mask"].float()[..., None]  # (B, H, 1)
-        s_loss = ((pred - b["future"]) ** 2 * fmask).sum() / (fmask.sum() * pred.shape[-1]).clamp(min=1)
-        loss = cfg.skill_kl * kl + cfg.params * p_loss + cfg.state_pred * s_loss
-        losses = {"loss/skill_kl": kl.item(), "loss/params": p_loss.item(), "loss/state_pred": s_loss.item()}
-        if self.memory_readout is not None:
-            m_mask = fmask[:, 0]  # (B, 1): the next period's teacher state was found
-            m_err = (self.memory_readout(feats) - b["future"][:, 0]) ** 2 * m_mask  # (B, Dq)
-            m_loss = m_err.sum() / (m_mask.sum() * m_err.shape[-1]).clamp(min=1)
-            loss = loss + cfg.memory_state * m_loss
-            losses["loss/memory_state"] = m_loss.item()
-        if self.novelty is not None:
-            n_loss = self.novelty.loss(emb, b["teacher_logits"], b["teacher_skill"], b["teacher_params"])
-            loss = loss + cfg.novelty * n_loss
-            losses["loss/novelty"] = n_loss.item()
+            self.store.set_priority(index, priority + 1e-3)
+        return losses
+
+    def learn_on(self, batch: dict[str, torch.Tensor]) -> tuple[dict[str, float], np.ndarray]:
+        """One gradient step on `batch` (a store batch without "index", with "weight": host tensors, moved
+        here to the learner's device through pinned memory on a GPU). Returns the losses and each sample's
+        skill + parameter loss (B,), for priorities."""
+        cuda = self.device.type == "cuda"
+        b = {k: (v.pin_memory() if cuda else v).to(self.device, non_blocking=cuda) for k, v in batch.items()}
+        loss, parts, priority = self.objective(b)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         params = [q for g in self.optimizer.param_groups for q in g["params"]]
-        losses["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.distill.grad_clip)
         self.optimizer.step()
         self.updates += 1
-        if self.updates % cfg.sync_every == 0:
+        if self.updates % self.cfg.distill.sync_every == 0:
             self.sync_policy(average=True)
-        return losses
+        losses = {k: float(v) for k, v in parts.items()}
+        losses["grad_norm"] = float(grad_norm)
+        return losses, priority.cpu().numpy()
+
+    def distribute(self) -> None:
+        """Learn as one rank of a job (a process group is joined: `opd.distributed.process_group`):
+        DistributedDataParallel over the loss's models broadcasts rank 0's weights to every rank now and
+        averages the gradients of every update, so all ranks keep the same weights while each learns from
+        its own store. The acting copies take the broadcast weights."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        # static_graph: the same parameters take part in every update, and the head's log_std in none (the
+        # losses read the mean and logits): DDP learns that once instead of searching the graph each step
+        self.objective = DistributedDataParallel(self.loss, device_ids=ids, static_graph=True)
+        self.sync_policy()
 
     def _skill_weights(self, skills: torch.Tensor) -> torch.Tensor:
         """Per-sample loss weights (B,) from each teacher skill's share of the store (skill_balance)."""

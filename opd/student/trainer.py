@@ -47,8 +47,10 @@ from pydantic import Field
 from opd.distill.config import NoveltyConfig, OPDConfig, resolve_config
 from opd.distill.from_artifact import load_artifact_weights
 from opd.distill.learner import OnlineDistillation
+from opd.distributed import all_min, any_rank, barrier, gather_to_main
 from opd.evaluation import project_path, training_reset_seed
 from opd.runs import checkpoint_path, checkpoints, flushed_denormals, run_resumably
+from opd.world import DEVICE_PATTERN, World, torch_device
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import Config, from_root
 from policies.files import atomic_path, write_atomic
@@ -67,8 +69,13 @@ SWITCH = {"opd": "predictor", "novelty": "novelty", "dagger": "student", "sim_on
           "sim_only_dr": "student", "opd_novelty": "predictor_novelty"}  # fmt: skip
 ROLLING_EPISODES = 100  # the newest finished episodes the logged episode means are over
 # Settings a run may change when it resumes: how long it goes on, how often it logs and checkpoints, its
-# threads, and the artifact it started from (only a fresh run reads it). Any other change is another run.
-RESUMABLE = frozenset({"total_steps", "checkpoint_every", "log_every", "threads", "init_from"})
+# threads and device, and the artifact it started from (only a fresh run reads it). Any other change is
+# another run.
+RESUMABLE = frozenset({"total_steps", "checkpoint_every", "log_every", "threads", "device", "init_from"})
+# What each rank of a job keeps apart from the others (its envs' gate, counters, sampler and episodes); the
+# weights and the optimiser are the same on every rank and saved once
+RANK_LEARNER_KEYS = ("gate", "signal_mix", "steps", "teacher_steps", "rng")
+RANK_KEYS = ("episode_count", "episodes", "outcomes", "pending_updates", "torch_rng")
 
 
 class StudentTrainConfig(Config):
@@ -81,14 +88,18 @@ class StudentTrainConfig(Config):
     dr_config: str = "sim/configs/proxy_dr.yaml"
     student_config: str = "policies/configs/student_cpu.yaml"  # student architecture
     teacher: str = diffbot.TEACHER  # teacher.pt (teacher.yaml beside it); frozen
-    num_envs: int = Field(8, ge=1)  # envs in one backend object
-    total_steps: int = Field(100_000, ge=1)  # decisions (control periods), summed over envs
+    num_envs: int = Field(8, ge=1)  # envs in one backend object, per rank
+    total_steps: int = Field(100_000, ge=1)  # decisions (control periods), summed over envs and ranks
     updates_per_step: float = Field(0.05, gt=0)  # gradient updates per decision, updates
     learning_starts: int = Field(1_000, ge=0)  # samples in the store before the first update
     checkpoint_every: int = Field(10_000, ge=1)  # decisions between checkpoints
     log_every: int = Field(2_000, ge=1)  # decisions between log lines and TensorBoard writes
-    seed: int = 0  # seeds torch, the learner's sampler and the envs (env i: seed + i)
-    threads: int = Field(2, ge=1)  # torch CPU threads
+    # seeds torch, the learner's sampler (rank r: seed + r) and the envs (env i of rank r: seed + r * num_envs
+    # + i, by the global rank: seeds by the local rank repeat on every node, as they did in Isaac Lab)
+    seed: int = 0
+    threads: int = Field(2, ge=1)  # torch CPU threads, per rank
+    # where the learner learns and acts: auto|cpu|cuda[:N]; auto and cuda are this rank's GPU (LOCAL_RANK)
+    device: str = Field("auto", pattern=DEVICE_PATTERN)
     # An artifact whose student and predictor weights the run starts from (fine-tuning a shipped student);
     # None: random init. Only a fresh run reads it: a run with a checkpoint resumes from the checkpoint.
     init_from: str | None = None
@@ -131,9 +142,13 @@ def make_robot_for(cfg: StudentTrainConfig, student_cfg: StudentConfig, proxy: s
 class StudentTrainer:
     """Owns the robot and the learner; `run()` trains to `total_steps` and writes the student."""
 
-    def __init__(self, cfg: StudentTrainConfig, out_dir: Path) -> None:
-        """`cfg` as given or as saved by a run: resolved here (`resolve`), once, and run as resolved."""
+    def __init__(self, cfg: StudentTrainConfig, out_dir: Path, world: World | None = None) -> None:
+        """`cfg` as given or as saved by a run: resolved here (`resolve`), once, and run as resolved.
+        `world`: this rank's place in the job (default: the launcher's, `World.from_env`); a world of several
+        ranks trains data-parallel and needs its process group joined (`opd.distributed.process_group`)."""
         self.out = Path(out_dir)
+        self.world = world = world or World.from_env()
+        self.device = torch_device(cfg.device, world)
         (self.out / "checkpoints").mkdir(parents=True, exist_ok=True)
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(cfg.threads)
@@ -147,7 +162,11 @@ class StudentTrainer:
             raise ValueError(f"the robot's control period ({period} s) is not the resolved config's "
                              f"opd.align.period_s ({cfg.opd.align.period_s} s)")  # fmt: skip
         student = StudentPolicy(self.student_cfg, teacher.contract)
-        self.learner = OnlineDistillation(student, teacher, cfg.opd, cfg.num_envs, seed=cfg.seed)
+        self.learner = OnlineDistillation(student, teacher, cfg.opd, cfg.num_envs, seed=cfg.seed + world.rank,
+                                          device=self.device)  # fmt: skip
+        if world.distributed:
+            self.learner.distribute()
+        self.decisions_per_step = cfg.num_envs * world.size  # one step of every env of every rank
         self.episodes: deque[dict[str, Any]] = deque(maxlen=ROLLING_EPISODES)
         self.episode_count = 0
         # Finished training episodes by outcome, over the whole run: how often the executed policy (the
@@ -159,10 +178,12 @@ class StudentTrainer:
         # a run killed before its end still counts up to its last checkpoint
         self.train_seconds = 0.0
         self._counted_to = time.monotonic()  # the moment train_seconds counts up to
+        self._stopped = False  # a signal stopped training on some rank (all ranks agree on it)
 
     @property
     def steps(self) -> int:
-        return self.learner.steps
+        """Decisions so far, summed over the envs of every rank (the ranks step together)."""
+        return self.learner.steps * self.world.size
 
     def run(self) -> Path | None:
         """Train (resuming if a checkpoint exists); write and return student.pt, or None if stopped."""
@@ -171,11 +192,14 @@ class StudentTrainer:
         except BaseException:
             self.robot.close()
             raise
-        self.cfg.to_yaml(self.out / "config.yaml")  # once the checkpoint (if any) is known to be this run's
-        self._trim_history()
+        if self.world.is_main:
+            # once the checkpoint (if any) is known to be this run's
+            self.cfg.to_yaml(self.out / "config.yaml")
+            self._trim_history()
+        log.info("rank %d of %d learning on %s", self.world.rank, self.world.size, self.device)
         steps = lambda: self.steps  # noqa: E731
         return run_resumably(self.out, self._train, self.save_checkpoint, self.robot.close, self.export,
-                             steps)  # fmt: skip
+                             steps, main=self.world.is_main, stopped=lambda: self._stopped)  # fmt: skip
 
     def _train(self, writer: Any, stop: Any) -> None:
         with flushed_denormals():
@@ -185,9 +209,11 @@ class StudentTrainer:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         robot, learner, n = self.robot, self.learner, self.cfg.num_envs
+        every = self.decisions_per_step  # the global step count moves by this much per loop
         robot.connect()
         self._counted_to = time.monotonic()
-        obs = robot.reset(seed=training_reset_seed(self.cfg.seed, self.steps))
+        first_env = self.cfg.seed + self.world.rank * n  # this rank's envs' seeds follow the global rank
+        obs = robot.reset(seed=training_reset_seed(first_env, self.steps))
         last_frame = np.full(n, -np.inf)
         losses: dict[str, float] = {}
         t0, steps0 = time.time(), self.steps
@@ -199,9 +225,13 @@ class StudentTrainer:
             TimeElapsedColumn(),
             TimeRemainingColumn(),
         )
-        with Progress(*cols, refresh_per_second=2) as bar:
+        with Progress(*cols, refresh_per_second=2, disable=not self.world.is_main) as bar:
             task = bar.add_task("train", total=self.cfg.total_steps, completed=self.steps, stats="")
-            while self.steps < self.cfg.total_steps and not stop():
+            # ranks stop together (a signal may reach one a step before another): each update needs them all
+            while self.steps < self.cfg.total_steps:
+                self._stopped = any_rank(stop(), self.device)
+                if self._stopped:
+                    break
                 now = obs.time_s
                 learner.observe_teacher(now, obs.privileged, obs.skill, now)
                 new = np.flatnonzero(obs.image_stamp_s > last_frame)
@@ -222,14 +252,14 @@ class StudentTrainer:
                     obs = robot.reset(envs=idx)
                     last_frame[idx] = -np.inf
                 losses = self._learn() or losses
-                if self.steps % self.cfg.log_every < n:
+                if self.world.is_main and self.steps % self.cfg.log_every < every:
                     self._log(writer, losses, decision, (self.steps - steps0) / max(time.time() - t0, 1e-9))
-                if self.steps % self.cfg.checkpoint_every < n:
+                if self.steps % self.cfg.checkpoint_every < every:
                     self.save_checkpoint()
                 bar.update(task, completed=self.steps, stats=self._stats_text())
 
     def _learn(self) -> dict[str, float]:
-        if self.learner.stats()["samples"] < self.cfg.learning_starts:
+        if all_min(self.learner.stats()["samples"], self.device) < self.cfg.learning_starts:
             return {}
         self.pending_updates += self.cfg.num_envs * self.cfg.updates_per_step
         losses: dict[str, float] = {}
@@ -282,7 +312,9 @@ class StudentTrainer:
         )
 
     def save_checkpoint(self) -> None:
-        """Learner state (weights only) + counters, the config beside it, the sample store; atomically."""
+        """Learner state (weights only) + counters, the config beside it, the sample store; atomically.
+        In a job of several ranks every rank writes its own store and rank 0 the checkpoint, with each
+        rank's own counters, sampler and gate (`RANK_KEYS`); the ranks go on together once it is written."""
         ckpt_dir = self.out / "checkpoints"
         path = checkpoint_path(ckpt_dir, self.steps)
         now = time.monotonic()
@@ -290,7 +322,8 @@ class StudentTrainer:
         self._counted_to = now
         # The store is named by its step and written first, the .pt last: a checkpoint that exists has its
         # own store beside it, and a write cut short leaves the last checkpoint with its store untouched.
-        store = store_path(ckpt_dir, self.steps)
+        rank = self.world.rank
+        store = store_path(ckpt_dir, self.steps, rank)
         state = {
             "learner": self.learner.save(store),
             "episode_count": self.episode_count,
@@ -302,17 +335,22 @@ class StudentTrainer:
             "train_seconds": self.train_seconds,
             "torch_rng": torch.get_rng_state(),
         }
-        self.cfg.to_yaml(path.with_suffix(".yaml"))  # atomic: a resume checks the .pt against it
-        with atomic_path(path) as tmp:
-            torch.save(state, tmp)
-        for old in checkpoints(ckpt_dir)[:-2]:  # keep the last two
-            old.unlink()
-            old.with_suffix(".yaml").unlink(missing_ok=True)
+        ranks = gather_to_main({"learner": {k: state["learner"][k] for k in RANK_LEARNER_KEYS},
+                                **{k: state[k] for k in RANK_KEYS}})  # fmt: skip
+        if self.world.is_main:
+            state.update(world_size=self.world.size, ranks=ranks if self.world.distributed else None)
+            self.cfg.to_yaml(path.with_suffix(".yaml"))  # atomic: a resume checks the .pt against it
+            with atomic_path(path) as tmp:
+                torch.save(state, tmp)
+            for old in checkpoints(ckpt_dir)[:-2]:  # keep the last two
+                old.unlink()
+                old.with_suffix(".yaml").unlink(missing_ok=True)
+            log.info("checkpoint %s", path)
+        barrier()  # the checkpoint is written before any rank drops the store of the one before
         # the stores of older checkpoints go (~1 GB each): only the newest checkpoint's is kept
-        for old in ckpt_dir.glob("store*.npz"):
+        for old in rank_stores(ckpt_dir, rank):
             if old != store:
                 old.unlink()
-        log.info("checkpoint %s", path)
 
     def _resume(self) -> None:
         ckpts = checkpoints(self.out / "checkpoints")
@@ -322,14 +360,24 @@ class StudentTrainer:
             return
         self._check_resumes(ckpts[-1])
         state = load_torch(ckpts[-1])
-        steps = int(state["learner"]["steps"])
-        if steps >= self.cfg.total_steps + self.cfg.num_envs:  # the last loop may overshoot by < N
+        size = int(state.get("world_size", 1))  # 1: a checkpoint older than the field
+        if size != self.world.size:
+            raise ValueError(
+                f"{ckpts[-1]} was written by a job of {size} rank{'s' if size != 1 else ''} and this one has "
+                f"{self.world.size}: each rank resumes its own envs and sample store, so resume with "
+                f"{size} (torchrun --nproc-per-node, or nodes x tasks under srun), or use another --out"
+            )
+        if state.get("ranks"):  # this rank's own counters, sampler and gate over rank 0's
+            mine = state["ranks"][self.world.rank]
+            state = {**state, **mine, "learner": {**state["learner"], **mine["learner"]}}
+        steps = int(state["learner"]["steps"]) * size
+        if steps >= self.cfg.total_steps + self.decisions_per_step:  # the last loop may overshoot by < N
             raise ValueError(
                 f"{self.out}: its checkpoint is at step {steps}, past the {self.cfg.total_steps} steps "
                 "asked for: pass --steps at least that, or export that checkpoint (agent export --from-run)"
             )
         ckpt_dir = self.out / "checkpoints"
-        store = store_path(ckpt_dir, steps)
+        store = store_path(ckpt_dir, steps, self.world.rank)
         if not store.is_file() and (ckpt_dir / "store.npz").is_file():
             store = ckpt_dir / "store.npz"  # a run checkpointed before stores were named by their step
         if not store.is_file():
@@ -411,15 +459,23 @@ class StudentTrainer:
                   "weights_sha256": artifact.weights_hash}  # fmt: skip
         if theirs_novelty is not None:
             origin["novelty"] = "the artifact's ensemble" if same_novelty else "a fresh one (another shape)"
-        (self.out / "init_from.json").write_text(json.dumps(origin, indent=2) + "\n")
+        if self.world.is_main:
+            (self.out / "init_from.json").write_text(json.dumps(origin, indent=2) + "\n")
         log.info("initialised from %s (manifest sha256 %s)", artifact.root, origin["manifest_sha256"][:16])
 
     def export(self) -> Path:
-        """student.pt, predictor.pt (weights) and student.yaml (configs and provenance)."""
+        """student.pt, predictor.pt (weights, on the CPU) and student.yaml (configs and provenance), by
+        rank 0 while the others wait (every rank holds the same weights)."""
+        if self.world.is_main:
+            self._export()
+        barrier()
+        return self.out / "student.pt"
+
+    def _export(self) -> None:
         student, predictor = self.learner.get_policy()
         origin = self.out / "init_from.json"
-        torch.save(student.state_dict(), self.out / "student.pt")
-        torch.save(predictor.state_dict(), self.out / "predictor.pt")
+        for model, name in ((student, "student.pt"), (predictor, "predictor.pt")):
+            torch.save({k: v.cpu() for k, v in model.state_dict().items()}, self.out / name)
         meta = {
             "method": self.cfg.method,
             "steps": self.steps,
@@ -427,12 +483,13 @@ class StudentTrainer:
             "labels": self.learner.stats()["labels"],
             "train_seconds": round(self.train_seconds, 1),
             "seed": self.cfg.seed,
+            "ranks": self.world.size,
+            "device": str(self.device),  # rank 0's
             "init_from": json.loads(origin.read_text()) if origin.is_file() else None,
             "student": self.student_cfg.model_dump(mode="json"),
             "predictor": self.learner.predictor_cfg.model_dump(mode="json"),
         }
         (self.out / "student.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
-        return self.out / "student.pt"
 
     def export_artifact(self) -> Path:
         """OUT/artifact: the deployable student (ONNX graphs, weights, manifest) of `export()`'s weights,
@@ -453,9 +510,16 @@ class StudentTrainer:
         )
 
 
-def store_path(ckpt_dir: Path, step: int) -> Path:
-    """The sample store saved with the checkpoint at `step` decisions."""
-    return ckpt_dir / f"store_{step:09d}.npz"
+def store_path(ckpt_dir: Path, step: int, rank: int = 0) -> Path:
+    """The sample store rank `rank` saved with the checkpoint at `step` decisions."""
+    return ckpt_dir / (f"store_{step:09d}.npz" if rank == 0 else f"store_{step:09d}.rank{rank}.npz")
+
+
+def rank_stores(ckpt_dir: Path, rank: int) -> list[Path]:
+    """Every sample store rank `rank` saved in `ckpt_dir` (rank 0's as a world of one names them)."""
+    if rank > 0:
+        return sorted(ckpt_dir.glob(f"store_*.rank{rank}.npz"))
+    return sorted(p for p in ckpt_dir.glob("store*.npz") if ".rank" not in p.name)
 
 
 def config_changes(old: StudentTrainConfig, new: StudentTrainConfig) -> list[str]:

@@ -1,4 +1,4 @@
-"""`agent bench encoder|graph|replay|messages|learner|proxy`: figures (a table, or JSON with --json).
+"""`agent bench encoder|graph|replay|messages|learner|proxy|ddp|gpu`: figures (a table, or JSON with --json).
 
 - encoder: batch-1 latency of the deployed student per backend;
 - graph: the whole ROS 2 graph on the MuJoCo default in real time (`agent run` without the display) for a
@@ -7,7 +7,11 @@
 - replay: offline replay throughput against the encoder's batched throughput (`opd.benchmark.replay_bench`);
 - messages: the state embedding's wire size and per-hop cost by message layout (`agent.message_bench`);
 - learner: seconds per learner update, the encoder in float32 and in bfloat16 (`opd.benchmark.learner_bench`);
-- proxy: wall time per camera frame of the bare sim, today's proxy and a gap proxy (`sim.proxy_views`).
+- proxy: wall time per camera frame of the bare sim, today's proxy and a gap proxy (`sim.proxy_views`);
+- ddp: samples per second of the tiny data-parallel learner job under torchrun, N ranks against 1
+  (`opd.benchmark.ddp_bench`);
+- gpu: the checks of a CUDA host: learning on CUDA against the CPU, evaluation episodes, the encoder's
+  latency on torch CUDA and ONNX Runtime (`opd.benchmark.gpu_check`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import at_least
+from agent.commands import at_least, device_spec
 
 if TYPE_CHECKING:  # both load rclpy or numpy, which `agent --help` does without
     from agent.host_steal import StealMonitor
@@ -109,12 +113,75 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     lb.add_argument("--updates", type=at_least(1), default=5, help="updates timed per round and format")
     lb.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+    dp = sub.add_parser("ddp", help="samples/s of the tiny data-parallel learner: N torchrun ranks against 1")
+    dp.add_argument("--ranks", type=at_least(2), default=2, help="ranks of the data-parallel run")
+    dp.add_argument("--batch", type=at_least(1), default=64, help="rows per rank per update")
+    dp.add_argument("--updates", type=at_least(1), default=50, help="timed updates per run")
+    dp.add_argument("--device", type=device_spec, default="cpu", help="auto|cpu|cuda[:N] of every rank")
+    dp.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+    gp = sub.add_parser("gpu", help="a CUDA host's checks: learning against the CPU, evaluation, latency")
+    gp.add_argument("--artifact", type=Path, default=Path("sim/robots/diffbot/student"),
+                    help="the student evaluated and timed")  # fmt: skip
+    gp.add_argument("--episodes", type=at_least(1), default=20, help="evaluation episodes")
+    gp.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
 
 
 def run(args: argparse.Namespace) -> int:
     runners = {"graph": run_graph, "encoder": run_encoder, "replay": run_replay, "messages": run_messages,
-               "learner": run_learner, "proxy": run_proxy}  # fmt: skip
+               "learner": run_learner, "proxy": run_proxy, "ddp": run_ddp, "gpu": run_gpu}  # fmt: skip
     return runners[args.what](args)
+
+
+def run_ddp(args: argparse.Namespace) -> int:
+    """The tiny job under torchrun with 1 rank and with N, one after the other, each rank on an equal share
+    of the cores; the figure is the ratio of their samples per second (summed over ranks)."""
+    import subprocess
+
+    threads = os.cpu_count() or 1
+    runs = {}
+    for ranks in (1, args.ranks):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+               "-m", "opd.benchmark.ddp_bench", "--json", "--batch", str(args.batch), "--updates",
+               str(args.updates), "--device", args.device,
+               "--threads", str(max(1, threads // ranks))]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"the {ranks}-rank run failed: {done.stderr.strip()[-2000:]}")
+        runs[ranks] = json.loads(done.stdout.strip().splitlines()[-1])
+    one, many = runs[1]["samples_per_s"], runs[args.ranks]["samples_per_s"]
+    result = {"cpu": _cpu_model(), "cores": threads, "runs": list(runs.values()),
+              "ratio": round(many / one, 3)}  # fmt: skip
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{result['cpu']}, {threads} cores, device {args.device}: batch {args.batch} per rank, "
+          f"{args.updates} updates")  # fmt: skip
+    for r in runs.values():
+        print(f"  {r['ranks']} rank(s) x {r['threads']} threads: {r['samples_per_s']:,.0f} samples/s")
+    print(f"{args.ranks} ranks / 1 rank: {result['ratio']:.2f}x samples per second")
+    return 0
+
+
+def run_gpu(args: argparse.Namespace) -> int:
+    from opd.benchmark.gpu_check import gpu_check
+    from policies.config import from_root
+
+    result = gpu_check(from_root(args.artifact), args.episodes)
+    if args.json:
+        print(json.dumps(result))
+        return 0 if result["ok"] else 1
+    t, lat, ev = result["training"], result["encoder_latency"], result["evaluation"]
+    print(f"{result['device']}, torch {result['torch']}")
+    print(f"training, {t['steps']} float32 steps: max |weight CPU - CUDA| {t['weights_max_abs_diff']:.2e} "
+          f"(tolerance {t['weights_atol']:.0e}); encoder in bf16, loss relative difference "
+          f"{max(t['encoder_bf16_loss_rel_diff'].values()):.3f} (tolerance {t['bf16_rtol']}): "
+          f"{'OK' if t['ok'] else 'FAILED'}")  # fmt: skip
+    print(f"  s/update: CPU {t['s_per_update']['cpu']:.4f}, CUDA {t['s_per_update']['cuda']:.4f}")
+    for name, v in lat.items():
+        print(f"encoder batch-1 {name}: p50 {v['p50_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms")
+    print(f"evaluation: {ev.get('success_rate', float('nan')):.1%} over {args.episodes} episodes in "
+          f"{ev['seconds']} s ({', '.join(ev['providers'])})")  # fmt: skip
+    return 0 if result["ok"] else 1
 
 
 def run_learner(args: argparse.Namespace) -> int:

@@ -1,4 +1,8 @@
-"""`agent train teacher|student`: headless teacher (hybrid SAC) and student (OPD or a baseline) training."""
+"""`agent train teacher|student`: headless teacher (hybrid SAC) and student (OPD or a baseline) training.
+
+The student trains on a GPU (`--device`) and on N ranks unchanged: `torchrun --nproc-per-node N agent train
+student ...` (or `srun`), data-parallel (`opd.distributed`); the teacher trains in one process on the CPU.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import argparse
 from pathlib import Path
 
 import opd
-from agent.commands import at_least
+from agent.commands import at_least, device_spec
 
 DEFAULT_CONFIG = Path(opd.__file__).parent / "configs" / "teacher.yaml"
 DEFAULT_STUDENT_CONFIG = Path(opd.__file__).parent / "configs" / "student.yaml"
@@ -23,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--seed", type=at_least(0), help="seed")
     t.add_argument("--out", type=Path, default=Path("runs/teacher"), help="output directory")
     t.add_argument("--config", type=Path, help="training config YAML (default opd/configs/teacher.yaml)")
+    t.add_argument("--device", type=device_spec, default="cpu", help="auto|cpu|cuda[:N]: the teacher's "
+                   "small MLPs learn on the CPU; a GPU is refused")  # fmt: skip
     s = sub.add_parser(
         "student",
         help="train the student online from the teacher on the real-robot proxy (resumes from --out)",
@@ -40,13 +46,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="start from this artifact's student and predictor weights (fine-tuning a shipped "
                    "student; a fresh --out only)")  # fmt: skip
     s.add_argument("--no-export", action="store_true", help="skip writing OUT/artifact (ONNX export)")
+    s.add_argument("--device", type=device_spec, help="auto|cpu|cuda[:N]: where the student learns (auto, "
+                   "cuda: this rank's GPU, cuda:LOCAL_RANK, if any; default: the config's)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     if args.what == "student":
         return run_student(args)
     from opd.teacher.trainer import TeacherTrainConfig, TeacherTrainer
+    from opd.world import World, device_name
 
+    world = World.from_env()
+    if world.distributed:
+        raise ValueError(
+            f"agent train teacher runs in one process, and this one is rank {world.rank} of {world.size} "
+            "(WORLD_SIZE or SLURM_NTASKS): run it with python, not torchrun or srun with several tasks"
+        )
+    if (device := device_name(args.device, world)) != "cpu":
+        raise ValueError(f"--device {args.device} is {device}: the teacher learns on the CPU (--device cpu)")
     cfg = TeacherTrainConfig.from_yaml(args.config or DEFAULT_CONFIG)
     overrides = {"sim": args.sim, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed}
     cfg = TeacherTrainConfig.from_dict(
@@ -61,19 +78,33 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_student(args: argparse.Namespace) -> int:
+    import os
+
+    from opd.distributed import process_group
     from opd.evaluation import project_path
     from opd.student.trainer import StudentTrainConfig, StudentTrainer
+    from opd.world import World, torch_device
+
+    world = World.from_env()  # a ValueError naming the variable for an inconsistent launch
 
     cfg = StudentTrainConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
     # init_from as the project names it (relative to its root when inside): the saved config is portable
     overrides = {"method": args.method, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed,
                  "init_from": project_path(args.init_from) if args.init_from else None,
-                 "sim_config": f"sim/configs/{args.sim}.yaml" if args.sim else None}  # fmt: skip
+                 "sim_config": f"sim/configs/{args.sim}.yaml" if args.sim else None,
+                 "device": args.device}  # fmt: skip
     cfg = StudentTrainConfig.from_dict(
         {**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
     )
-    trainer = StudentTrainer(cfg, args.out)
-    student = trainer.run()
+    device = torch_device(cfg.device, world)
+    if device.type == "cuda":  # MuJoCo renders headless on this rank's GPU (before the sim loads it)
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        os.environ.setdefault("MUJOCO_EGL_DEVICE_ID", str(device.index))
+    with process_group(world, device):
+        trainer = StudentTrainer(cfg, args.out, world)
+        student = trainer.run()
+    if not world.is_main:
+        return 0 if student is not None else 130
     if student is None:  # stopped by SIGINT/SIGTERM after a checkpoint
         print(f"interrupted; rerun the same command to resume from {args.out / 'checkpoints'}")
         return 130
