@@ -19,7 +19,13 @@ Timing, for a real-time factor r > 0 (r = 1: real time):
   observation;
 - with r = 0 (lockstep) releases are not paced: the loop runs as fast as the controller answers;
 - no command for `command_timeout_s` (wall time, e.g. a controller that died): the robot steps on the
-  contract's safe action until the next command arrives, as a real base's command watchdog does;
+  contract's safe action until the next command arrives, as a real base's command watchdog does. A command
+  that answers no newer observation than one already answered (a controller repeating itself on a frozen
+  input, or an old answer come late) is counted as `repeated` and neither applied nor taken as a sign of
+  life: a controller stuck on one observation reaches the safe action as a silent one does, within
+  `command_timeout_s`. Not sooner: the camera's own gaps (a frame dropped, the proxy's latency jitter)
+  leave a live controller without a new observation for a period or two, and the per-period deadline
+  already counts those as missed;
 - while the controller is disarmed (`set_armed(False)`: an operator stopped it on purpose) nothing answers:
   the robot steps on its last command (the safe action disarming sent) at each deadline, and the period
   counts as disarmed, not missed.
@@ -92,6 +98,7 @@ class LoopStats:
     overruns: int = 0  # releases more than one control period (wall) after their due time
     commands: int = 0  # commands offered
     ahead: int = 0  # commands stamped after every released observation: applied, answering none
+    repeated: int = 0  # commands answering no newer observation than one answered already: not applied
     safe_steps: int = 0  # periods stepped on the safe action because no command came for command_timeout_s
     disarmed: int = 0  # periods stepped while the controller was disarmed: unanswered, not counted as missed
     resetting_s: float = 0.0  # wall time between an episode's end and the next one's first release, s
@@ -234,6 +241,9 @@ class RealtimeLoop:
             self._stats.commands += 1
             if key <= self._stale:  # e.g. the answer to an episode's last frame, come after the reset
                 return
+            if self._answered is not None and key <= self._answered:  # nothing newer than applied already
+                self._stats.repeated += 1
+                return
             self._command = (int(skill), np.asarray(params, dtype=np.float64))
             self._command_mono = time.monotonic()
             if key > self._released:
@@ -241,7 +251,7 @@ class RealtimeLoop:
                 # it answers no release: taken as the newest answer, one an hour ahead made the loop stop
                 # waiting for every later release's own answer.
                 self._stats.ahead += 1
-            elif self._answered is None or key > self._answered:
+            else:
                 self._answered = key
             due = self._due.pop(key, None)
             if due is not None:

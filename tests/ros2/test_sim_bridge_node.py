@@ -185,3 +185,30 @@ def test_without_commands_the_robot_brakes_and_reports_an_error_then_resumes(bri
     robot = probe.diagnostics("sim_bridge: ")[entry]
     assert robot.level == ERROR and "safe action" in robot.message
     assert drive_until_moving()  # commands are back: the robot follows them again
+
+
+def test_a_controller_repeating_an_old_answer_parks_the_robot_and_is_named(bridge: Rig) -> None:
+    """A controller stuck on one frame (its input frozen) that keeps re-sending that answer is no sign of
+    life: the robot reaches the safe action as for silence, and /diagnostics says the answer repeats."""
+    node, probe, executor = bridge
+    contract = node.robot_spec.contract
+    codec = ActionCodec(contract)
+    answer_images(node, probe, executor, 3, contract.skill_id("drive"), contract.layout.defaults)
+    frame = probe.received[CAMERA][-1].header.stamp
+    stuck = codec.to_msg(contract.skill_id("drive"), contract.layout.defaults, stamp_to_sec(frame), "student")
+
+    def repeat_until(done) -> bool:  # the same message every 20 ms, spinning between
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            probe.publish(COMMAND, stuck)
+            if spin_until(executor, done, timeout_s=0.02):
+                return True
+        return False
+
+    assert repeat_until(lambda: node.loop.stats().safe_steps >= 3), node.loop.stats()
+    assert node.loop.stats().repeated > 10
+    probe.received["/diagnostics"].clear()
+    entry = "sim_bridge: robot"
+    assert repeat_until(lambda: entry in probe.diagnostics("sim_bridge: "))
+    robot = probe.diagnostics("sim_bridge: ")[entry]
+    assert robot.level == ERROR and "repeats an old answer" in robot.message, robot.message

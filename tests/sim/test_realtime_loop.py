@@ -294,3 +294,42 @@ def test_periods_while_the_controller_is_disarmed_are_not_missed_ones() -> None:
     assert disarmed.missed == 0 and disarmed.cycles >= 5
     assert disarmed.cycles <= disarmed.disarmed <= disarmed.cycles + 1  # the period under way counted too
     assert armed.missed >= 3 and armed.disarmed <= disarmed.disarmed + 1
+
+
+def test_a_controller_repeating_its_answer_to_one_observation_reaches_the_safe_action() -> None:
+    """A controller stuck on one observation (its input frozen) that re-sends that answer every 10 ms used
+    to count as alive until the repeats stopped: the base drove on for as long. Repeats are counted, not
+    applied, and are no sign of life: the safe action follows within command_timeout_s."""
+    robot = DummyRobot(num_envs=1)
+    cfg = LoopConfig(answer_stamp="state", command_timeout_s=0.3)
+    first: list[float] = []
+    loop: RealtimeLoop
+
+    def emit(release: Release) -> None:
+        if release.imu_only or first:
+            return
+        first.append(float(release.obs.time_s[0]))
+
+    def repeat() -> None:  # the same answer, again and again, as the loop runs
+        while not done.is_set():
+            if first:
+                loop.offer(DRIVE, CONTRACT.layout.defaults.copy(), first[0], time.time())
+            time.sleep(0.01)
+
+    done = threading.Event()
+    loop = RealtimeLoop(robot, cfg, emit)
+    loop.open()
+    repeater = threading.Thread(target=repeat)
+    try:
+        loop.start()
+        repeater.start()
+        time.sleep(1.5)
+        loop.stop()
+    finally:
+        done.set()
+        repeater.join()
+        loop.close()
+    s = loop.stats()
+    assert loop.error is None
+    assert s.repeated > 50  # every re-send after the first, counted
+    assert s.safe_steps >= s.cycles // 2  # on the safe action from 0.3 s on, of 1.5 s

@@ -81,6 +81,9 @@ class SimBridgeNode(AgentNode):
         self.loop: RealtimeLoop | None = None
         self.parked: AppliedAction | None = None  # what deactivate left the robot on
         self.controller_armed = True  # whether unanswered periods are missed ones (see set_controller_armed)
+        self._repeated_seen = (
+            0  # commands_repeated at the last diagnostics: repeats since then name the cause
+        )
         super().__init__(node("sim_bridge"), **kwargs)
 
     def configure(self) -> None:
@@ -241,6 +244,7 @@ class SimBridgeNode(AgentNode):
             "missed_cycles": str(loop.missed),
             "disarmed_cycles": str(loop.disarmed),
             "commands_ahead": str(loop.ahead),
+            "commands_repeated": str(loop.repeated),  # answering nothing newer: not applied, no sign of life
             "overruns": str(loop.overruns),
             "episodes": str(loop.episodes),
             "successes": str(loop.successes),
@@ -251,6 +255,7 @@ class SimBridgeNode(AgentNode):
             "sim_time_s": f"{loop.sim_time_s:.2f}",
         }
         values.update({f"clipped.{k}": str(v) for k, v in sorted(loop.clipped.items())})
+        repeated_seen, self._repeated_seen = self._repeated_seen, loop.repeated
         if self.loop.error is not None:
             status = Status(Level.ERROR, f"simulation stopped: {self.loop.error!r}", values)
         elif not self.loop.running:
@@ -261,9 +266,10 @@ class SimBridgeNode(AgentNode):
             status = Status(Level.OK, "the controller is disarmed: robot on the safe action", values)
         elif (age := self.loop.command_age_s()) > self.command_timeout_s:
             safe = self.robot_spec.contract.safe_skill
-            status = Status(
-                Level.ERROR, f"no command for {age:.1f} s: robot on the safe action ({safe})", values
-            )
+            what = "no new command" if loop.repeated > repeated_seen else "no command"
+            status = Status(Level.ERROR, f"{what} for {age:.1f} s: robot on the safe action ({safe})"
+                            + (" (the controller repeats an old answer)" if what == "no new command" else ""),
+                            values)  # fmt: skip
         else:
             status = Status(Level.OK, f"{loop.episodes} episodes, {loop.successes} successes", values)
         return [("robot", status), ("command", self.commands.status(now))]
