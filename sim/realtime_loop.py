@@ -22,10 +22,10 @@ Timing, for a real-time factor r > 0 (r = 1: real time):
   contract's safe action until the next command arrives, as a real base's command watchdog does. A command
   that answers no newer observation than one already answered (a controller repeating itself on a frozen
   input, or an old answer come late) is counted as `repeated` and neither applied nor taken as a sign of
-  life: a controller stuck on one observation reaches the safe action as a silent one does, within
-  `command_timeout_s`. Not sooner: the camera's own gaps (a frame dropped, the proxy's latency jitter)
-  leave a live controller without a new observation for a period or two, and the per-period deadline
-  already counts those as missed;
+  life (the safe action excepted: it always applies): a controller stuck on one observation reaches the
+  safe action as a silent one does, within `command_timeout_s`. Not sooner: the camera's own gaps (a
+  frame dropped, the proxy's latency jitter) leave a live controller without a new observation for a
+  period or two, and the per-period deadline already counts those as missed;
 - while the controller is disarmed (`set_armed(False)`: an operator stopped it on purpose) nothing answers:
   the robot steps on its last command (the safe action disarming sent) at each deadline, and the period
   counts as disarmed, not missed.
@@ -241,7 +241,9 @@ class RealtimeLoop:
             self._stats.commands += 1
             if key <= self._stale:  # e.g. the answer to an episode's last frame, come after the reset
                 return
-            if self._answered is not None and key <= self._answered:  # nothing newer than applied already
+            # Nothing newer than applied already. A safe action always goes through: stamped when sent, it
+            # may carry the very stamp of the newest answer (lockstep, a camera without latency).
+            if self._answered is not None and key <= self._answered and int(skill) != self._safe[0]:
                 self._stats.repeated += 1
                 return
             self._command = (int(skill), np.asarray(params, dtype=np.float64))
