@@ -200,8 +200,7 @@ class TransferBenchmark:
         evaluated: (per-method results, the start's result or None); None when stopped."""
         start = None
         if self.cfg.pretrain is not None:
-            needed = not all(self._finished(m, seed) for m in self.cfg.methods)
-            start = self.pretrained(needed=needed, seed=seed)
+            start = self.sim_trained_start(seed)
             if start is None:
                 return None
         methods: dict[str, dict[str, Any]] = {}
@@ -212,6 +211,11 @@ class TransferBenchmark:
             methods[method] = result
         pretrain = self._pretrain_result(seed) if self.cfg.pretrain is not None else None
         return methods, pretrain
+
+    def sim_trained_start(self, seed: int) -> Path | None:
+        """`pretrained` for `seed`'s run, its artifact needed unless every method of the run is finished."""
+        needed = not all(self._finished(m, seed) for m in self.cfg.methods)
+        return self.pretrained(needed=needed, seed=seed)
 
     def pretrained(self, needed: bool = True, seed: int | None = None) -> Path | None:
         """The sim-trained start's artifact (absolute) of `seed`'s run, trained (resuming) and evaluated
@@ -282,18 +286,11 @@ class TransferBenchmark:
     ) -> dict[str, Any] | None:
         """Train (resuming; from the artifact `start` if given) and evaluate `method` with `seed` (None:
         the first) unless its evaluation is already there."""
+        steps = self.train_method(method, start, seed)
+        if steps is None:
+            return None
+        evaluation = self.evaluate_method(method, steps, seed)
         out = self.run_dir(seed) / method
-        if (out / "config.yaml").is_file():  # its results stand for the run this config makes
-            refuse_another_config(out / "config.yaml", self.cfg.train(method, seed))
-        evaluation = read_json(out / "eval.json")
-        if self._finished(method, seed):
-            log.info("%s: trained and evaluated already (%s)", method, out / "eval.json")
-        else:
-            steps = self._train(method, out, start, seed)
-            if steps is None:
-                return None
-            evaluation = {"steps": steps, **self._evaluate_student(out / "artifact")}
-            write_json(out / "eval.json", evaluation)
         wall = read_json(out / "wall_clock.json") or {"seconds": 0.0}
         metrics = training_metrics(read_history(out / "history.jsonl"))
         origin = read_json(out / "init_from.json")  # the start's hash: one run's methods share it
@@ -305,10 +302,33 @@ class TransferBenchmark:
             "start_sha256": start_sha,
         }
         if method == "sim_only" and self.cfg.clean_reference:
-            result["clean"] = self._clean_student(out)
+            result["clean"] = self.clean_student(out)
         return result
 
-    def _clean_student(self, out: Path) -> dict[str, Any] | None:
+    def train_method(self, method: str, start: Path | None = None, seed: int | None = None) -> int | None:
+        """`method`'s student of `seed`'s run (None: the first) trained (resuming; from the artifact `start`
+        if given) and exported unless its evaluation is already there: the decisions it was trained to, or
+        None when stopped."""
+        out = self.run_dir(seed) / method
+        if (out / "config.yaml").is_file():  # its results stand for the run this config makes
+            refuse_another_config(out / "config.yaml", self.cfg.train(method, seed))
+        if self._finished(method, seed):
+            log.info("%s: trained and evaluated already (%s)", method, out / "eval.json")
+            return self.evaluate_method(method, self.base.total_steps, seed)["steps"]  # the kept one's
+        return self._train(method, out, start, seed)
+
+    def evaluate_method(self, method: str, steps: int, seed: int | None = None) -> dict[str, Any]:
+        """The evaluation of `method`'s student of `seed`'s run, trained to `steps` decisions: kept in its
+        eval.json, or made on the proxy and kept there (written whole, last: it marks the method finished)."""
+        out = self.run_dir(seed) / method
+        evaluation = read_json(out / "eval.json")
+        if evaluation is not None and self._finished(method, seed):
+            return evaluation
+        evaluation = {"steps": steps, **self._evaluate_student(out / "artifact")}
+        write_json(out / "eval.json", evaluation)
+        return evaluation
+
+    def clean_student(self, out: Path) -> dict[str, Any] | None:
         """The method's student in the clean sim (cached in OUT/<method>/eval_clean.json); None when only
         the small files of its run are here (its artifact is needed to evaluate it)."""
         path = out / "eval_clean.json"
@@ -370,12 +390,13 @@ class TransferBenchmark:
     def teacher(self) -> dict[str, Any]:
         """The teacher on the same proxy episodes (OUT/teacher/eval.json), and with `clean_reference` in
         the clean sim as "clean" (OUT/teacher/eval_clean.json); both cached."""
-        result = self._teacher_eval(proxy=True)
+        result = self.teacher_eval(proxy=True)
         if self.cfg.clean_reference:
-            result["clean"] = self._teacher_eval(proxy=False)
+            result["clean"] = self.teacher_eval(proxy=False)
         return result
 
-    def _teacher_eval(self, proxy: bool) -> dict[str, Any]:
+    def teacher_eval(self, proxy: bool) -> dict[str, Any]:
+        """The teacher's evaluation on the proxy or (`proxy` False) in the clean sim, cached."""
         return self._evaluation(
             self.out / "teacher" / ("eval.json" if proxy else "eval_clean.json"),
             lambda: evaluate_teacher(
