@@ -11,7 +11,11 @@ Where a message could be lost, and how it is counted (`RecordingReport.lost`):
   overflow): gaps in each publisher's sequence numbers (`agent.sequence_gaps`), a first number above 1
   included, count the missing ones;
 - between reception and disk: nothing is dropped; the writer thread drains an unbounded queue, also on
-  close.
+  close;
+- on a disk that fills: the bag is still finalised (`agent.bag_writer`), and the messages of the chunk
+  that could not be written and every later one are counted per topic as not stored
+  (`RecordingReport.not_stored`, and the bag's metadata.yaml). The recording has then stopped (`failure`):
+  `agent run` stops the robot, since it runs on to keep a record (`SimSession.spin`).
 The recorder runs on an executor and a thread of its own, apart from the graph's executor, with deep
 reader histories (`DEPTH`), so a busy graph delays recording instead of overwriting it.
 """
@@ -33,8 +37,8 @@ from rclpy.executors import ExternalShutdownException, ShutdownException, Single
 from rclpy.node import Node
 from rosbags.interfaces import Qos as BagQos
 from rosbags.interfaces import QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
-from rosbags.rosbag2 import StoragePlugin, Writer
 
+from agent.bag_writer import BagWriter
 from agent.graph import Qos, Topic
 from agent.ros_io import drain, msg_class, qos_profile
 from agent.sequence_gaps import SequenceGaps
@@ -57,6 +61,8 @@ class RecordingReport:
     written: Counter[str] = field(default_factory=Counter)
     lost: Counter[str] = field(default_factory=Counter)  # sequence gaps: published, never received
     unchecked: Counter[str] = field(default_factory=Counter)  # messages without a sequence number
+    not_stored: Counter[str] = field(default_factory=Counter)  # received, not in the bag: the disk failed
+    failure: str = ""  # why recording stopped before the end; "" if it did not
 
     def summary(self) -> str:
         """One line, naming every topic that lost messages."""
@@ -64,10 +70,18 @@ class RecordingReport:
         line = f"recorded {total} messages on {len(+self.written)} topics to {self.path} (rosbag2, MCAP)"
         if sum(self.unchecked.values()):
             line += f"; {sum(self.unchecked.values())} could not be checked for losses (no sequence numbers)"
+        if sum(self.not_stored.values()):
+            topics = ", ".join(f"{t} {n}" for t, n in sorted(self.not_stored.items()) if n)
+            line += (f"; RECORDING STOPPED ({self.failure}): {sum(self.not_stored.values())} messages "
+                     f"received but not stored: {topics}")  # fmt: skip
         if not lost:
             return f"{line}; none lost"
         topics = ", ".join(f"{t} {n}" for t, n in sorted(self.lost.items()) if n)
         return f"{line}; LOST {lost} messages (published but never received): {topics}"
+
+
+class RecordingStopped(RuntimeError):
+    """The recording failed (a full disk): a run that records stops, the robot on the safe action."""
 
 
 class BagRecorder:
@@ -85,10 +99,7 @@ class BagRecorder:
         metadata: dict[str, str] | None = None,
     ) -> None:  # fmt: skip
         self.report = RecordingReport(Path(out))
-        self._writer = Writer(out, version=9, storage_plugin=StoragePlugin.MCAP)
-        for key, value in (metadata or {}).items():
-            self._writer.set_custom_data(key, value)
-        self._writer.open()
+        self._writer = BagWriter(Path(out), metadata)
         store = typestore(STORE)
         self._queue: queue.SimpleQueue[tuple[Any, int, bytes] | None] = queue.SimpleQueue()
         self._gaps: dict[str, SequenceGaps] = {}
@@ -134,12 +145,21 @@ class BagRecorder:
     def _write(self) -> None:
         while (item := self._queue.get()) is not None:
             conn, stamp_ns, data = item
-            self._writer.write(conn, stamp_ns, data)
-            self.report.written[conn.topic] += 1
+            if self._writer.write(conn, stamp_ns, data):
+                self.report.written[conn.topic] += 1
+
+    @property
+    def failure(self) -> str:
+        """Why recording stopped (a full disk, say); "" while it records."""
+        return "" if self._writer.error is None else str(self._writer.error)
 
     def lost(self) -> Counter[str]:
         """Messages lost so far, by topic."""
         return Counter({topic: gaps.missing for topic, gaps in self._gaps.items()})
+
+    def not_stored(self) -> Counter[str]:
+        """Messages received but not stored so far (the disk failed), by topic."""
+        return +self._writer.not_stored
 
     def stop(self) -> RecordingReport:
         """Take what is still in flight, then close the bag; returns what it holds and what was lost."""
@@ -152,9 +172,11 @@ class BagRecorder:
         self._queue.put(None)
         self._disk.join()
         self._writer.close()
+        self.report.written = self._writer.stored()
+        self.report.not_stored, self.report.failure = +self._writer.not_stored, self.failure
         self.report.lost = self.lost()
         self.report.unchecked = Counter({topic: gaps.unnumbered for topic, gaps in self._gaps.items()})
-        if sum(self.report.lost.values()):
+        if sum(self.report.lost.values()) or self.report.failure:
             log.warning(self.report.summary())
         return self.report
 

@@ -45,7 +45,7 @@ from rclpy.signals import SignalHandlerOptions
 from agent import graph
 from agent.bringup import Bringup
 from agent.graph.render import params_yaml
-from agent.recorder import BagRecorder, RecordingReport
+from agent.recorder import BagRecorder, RecordingReport, RecordingStopped
 from agent.stop_signals import StopSignals
 from sim.robot_interface import AppliedAction
 
@@ -191,6 +191,8 @@ class SimSession:
         self.bringup.spin(seconds)
         if self.bridge.loop is not None and self.bridge.loop.error is not None:
             raise RuntimeError(f"the simulation stopped: {self.bridge.loop.error!r}")
+        if self.recorder is not None and self.recorder.failure:
+            raise RecordingStopped(f"the recording stopped ({self.recorder.failure}): stopping the robot")
 
     def restart_counting(self) -> None:
         """Count from now on (e.g. after a warm-up)."""
@@ -280,6 +282,7 @@ class SimSession:
             out.update({f"{n.get_name()}: {k}": v for k, v in n.losses().items()})
         if self.recorder is not None:
             out.update({f"recorder: {t}.lost": n for t, n in self.recorder.lost().items()})
+            out.update({f"recorder: {t}.not_stored": n for t, n in self.recorder.not_stored().items()})
         return out
 
 

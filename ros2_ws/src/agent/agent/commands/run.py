@@ -122,6 +122,7 @@ def session_config(
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from agent.recorder import RecordingStopped
     from agent.sim_session import SimSession, ros_interruptible
 
     if args.duration is not None and args.duration <= 0:
@@ -131,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = session_config(args, args.record, committed_student=True)
     console = Console(soft_wrap=True)  # summary lines stay whole in logs and pipes
     # Ctrl-C and SIGTERM raise KeyboardInterrupt: the graph stops (robot parked) while the context is valid.
+    failed = 0
     with ros_interruptible() as signals:
         session = SimSession(cfg)
         try:
@@ -139,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
             _watch(session, args.duration, console)
         except KeyboardInterrupt:
             console.print("stopping (interrupted)")
+        except RecordingStopped as err:  # a run that records runs for the record: without one, it stops
+            console.print(f"[red]{err}[/red]")
+            failed = 1
         finally:
             signals.stopping = True  # first, and by assignment: no later signal may cut the stop short
             progress = session.progress()
@@ -148,9 +153,9 @@ def run(args: argparse.Namespace) -> int:
         skill, names = int(parked.skill[0]), session.bridge.robot_spec.contract.names
         console.print(f"robot left on the safe action (skill {skill}: {names[skill]})")
     if report is not None:
-        style = "red" if sum(report.lost.values()) else "green"
+        style = "red" if sum(report.lost.values()) or report.failure else "green"
         console.print(f"[{style}]{report.summary()}[/{style}]")
-    return 0
+    return failed
 
 
 def _watch(session: SimSession, duration: float | None, console: Console) -> None:
