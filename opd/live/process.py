@@ -78,18 +78,20 @@ class LearnerProcess:
     def start(self) -> None:
         ctx = mp.get_context("spawn")
         self._samples = ctx.Queue(SAMPLE_QUEUE)
-        self._weights = ctx.Queue(1)  # one set of acting weights: the child holds newer ones back until read
-        self._events = ctx.Queue()
+        # Everything the child says (weights, versions, its failure) comes on one one-way pipe whose write
+        # end only the child holds: its death, even mid-message, is an EOF here. A queue's pipe has both
+        # ends in this process, so a child killed mid-put left the receiver blocked in its read for good.
+        self._conn, child_end = ctx.Pipe(duplex=False)
         # A flag in shared memory, polled: an Event's set() waits on its waiters, and a child killed while
         # resting on it made stop() (disarm, Ctrl-C) hang for good.
         self._stop = ctx.Value("b", 0, lock=False)
         self.error, self.updates = None, 0  # a new child: a failure of the last one is no longer news
         self._proc = ctx.Process(
             target=_child_main, name="opd-learner", daemon=True,
-            args=(os.getpid(), self.spec, self._samples, self._weights, self._events, self._stop),
+            args=(os.getpid(), self.spec, self._samples, child_end, self._stop),
         )  # fmt: skip
         self._proc.start()
-        self._done = threading.Event()
+        child_end.close()
         self._receiver = threading.Thread(target=self._receive, name="opd-learner-receiver", daemon=True)
         self._receiver.start()
         self.learner.attach_sink(self.send)
@@ -115,11 +117,10 @@ class LearnerProcess:
             if self._proc.is_alive():  # not yet a group of its own
                 self._proc.kill()
             self._proc.join()
-        self._done.set()
-        self._receiver.join(timeout_s)  # a child killed mid-message leaves its read blocked: a daemon, left
-        for q in (self._samples, self._weights, self._events):
-            q.cancel_join_thread()  # rows not yet flushed to a stopped child are not waited for
-            q.close()
+        self._receiver.join(timeout_s)  # the child's exit closed its end: the receiver has read to EOF
+        self._conn.close()
+        self._samples.cancel_join_thread()  # rows not yet flushed to a stopped child are not waited for
+        self._samples.close()
         self._proc = None
 
     @property
@@ -127,42 +128,41 @@ class LearnerProcess:
         return None if self._proc is None else self._proc.pid
 
     def _receive(self) -> None:
-        """Swap each set of weights the child sends into the acting copies; hear versions and failures."""
-        while not self._done.is_set():
+        """Take what the child says until its end of the pipe closes; a close nobody asked for (the child
+        died, at any point of a message) is reported with its exit code."""
+        proc = self._proc  # stop() clears it once this thread has ended
+        while True:
             try:
-                updates, state = self._weights.get(timeout=0.1)
-                self.learner.set_acting(_as_tensors(state))
-                self.updates = updates
-            except queue.Empty:
-                pass
+                kind, *data = self._conn.recv()
+            except (EOFError, OSError):  # OSError: the end closed in the middle of a message
+                break
+            self._take(kind, data)
+        if self.error is None and not self._stop.value:
+            proc.join(1.0)  # the exit code: EOF may come before the child is reaped
+            self.error = RuntimeError(f"learner process exited with code {proc.exitcode}")
+        if self.error is not None:
+            log.error("OPD learner process stopped: %r; acting goes on", self.error)
+
+    def _take(self, kind: str, data: list) -> None:
+        """One message of the child: weights to act with, a version written, or why it failed."""
+        if kind == "weights" and self.error is None:
+            try:
+                self.learner.set_acting(_as_tensors(data[1]))
+                self.updates = data[0]
             except Exception as err:  # noqa: BLE001 - weights that do not load: reported, acting goes on
                 self.error = err
                 log.exception("OPD learner weights not taken; acting goes on with the last ones")
-                return
-            self._events_now()
-            if self.error is None and not self._proc.is_alive() and not self._stop.value:
-                self._events_now()  # a failure it sent just before exiting
-                if self.error is None:
-                    self.error = RuntimeError(f"learner process exited with code {self._proc.exitcode}")
-                log.error("OPD learner process stopped: %r; acting goes on", self.error)
-                return
-
-    def _events_now(self) -> None:
-        while True:
+                self._stop.value = 1  # the child stops; its later weights are read (it never blocks) unused
+        elif kind == "version" and self.on_version is not None:
             try:
-                kind, *data = self._events.get_nowait()
-            except queue.Empty:
-                return
-            if kind == "version" and self.on_version is not None:
-                try:
-                    self.on_version(Path(data[0]), int(data[1]))
-                except Exception:  # noqa: BLE001 - e.g. a node shutting down: the version stays on disk
-                    log.warning("student version %s not announced", data[1], exc_info=True)
-            elif kind == "error":
-                self.error = RuntimeError(data[0])
+                self.on_version(Path(data[0]), int(data[1]))
+            except Exception:  # noqa: BLE001 - e.g. a node shutting down: the version stays on disk
+                log.warning("student version %s not announced", data[1], exc_info=True)
+        elif kind == "error":
+            self.error = RuntimeError(data[0])
 
 
-def _child_main(parent: int, spec: LearnerSpec, samples: Any, weights: Any, events: Any, stop: Any) -> None:
+def _child_main(parent: int, spec: LearnerSpec, samples: Any, conn: Any, stop: Any) -> None:
     """The child: build the learner, then take samples and gradient steps until `stop` or until `parent`
     (the node's pid) is no longer its parent. The node passes its pid: a spawned child starts in seconds
     (it imports torch), and a node killed meanwhile would leave it a parent to watch that is not the node."""
@@ -181,22 +181,22 @@ def _child_main(parent: int, spec: LearnerSpec, samples: Any, weights: Any, even
         learner = load_learner(artifact, spec.teacher, spec.opd_config)
         writer = None
         if spec.versions_dir:
-            announce = lambda path, number: events.put(("version", str(path), number))  # noqa: E731
+            announce = lambda path, number: conn.send(("version", str(path), number))  # noqa: E731
             writer = VersionWriter(artifact, spec.versions_dir, spec.version_every_s, announce)
-        period, pending = 1.0 / spec.max_rate_hz, None
+        period = 1.0 / spec.max_rate_hz
         while not stop.value and os.getppid() == parent:  # a node killed outright: stop too
             t0 = time.monotonic()
             _take_samples(learner, samples)
             if learner.update():
-                pending = (learner.updates, _as_arrays(learner.acting_state()))
+                # Blocks while the node's receiver is busy taking the last set: at most one set in flight.
+                conn.send(("weights", learner.updates, _as_arrays(learner.acting_state())))
             busy = time.monotonic() - t0
-            if pending is not None:
-                pending = _offer(weights, pending)
             if writer is not None and writer.due():
                 writer.write(learner)  # in a grandchild process: not counted as busy
             _rest(stop, rest_s(period, time.monotonic() - t0, busy, spec.max_share))
     except Exception:  # noqa: BLE001 - reported to the node (/diagnostics); acting goes on there
-        events.put(("error", traceback.format_exc(limit=8)))
+        with contextlib.suppress(OSError):  # the node's end closed: nobody is left to tell
+            conn.send(("error", traceback.format_exc(limit=8)))
 
 
 def _rest(stop: Any, seconds: float, poll_s: float = 0.02) -> None:
@@ -225,13 +225,3 @@ def _take_samples(learner: Any, samples: Any) -> None:
         except queue.Empty:
             return
         learner.add_sample(row, stream)
-
-
-def _offer(weights: Any, pending: tuple) -> tuple | None:
-    """Put the newest weights for the node unless an unread set is still there (then keep them pending:
-    the next step's replace them)."""
-    try:
-        weights.put_nowait(pending)
-        return None
-    except queue.Full:
-        return pending

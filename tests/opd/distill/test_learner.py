@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import queue
 import signal
 import threading
 import time
@@ -526,20 +525,49 @@ def test_a_learner_whose_node_died_while_it_started_stops(contract, student_cfg,
 
     base, teacher, opd_yaml = live_base(contract, student_cfg, tmp_path)
     ctx = mp.get_context("spawn")
-    queues = (ctx.Queue(), ctx.Queue(1), ctx.Queue())
+    samples, (said, child_end) = ctx.Queue(), ctx.Pipe(duplex=False)
     stop = ctx.Value("b", 0, lock=False)  # held: the child opens them
     node_gone = 0  # no process's pid: the child's parent (this test) is not the node it was started for
     spec = LearnerSpec(str(base.root), teacher, opd_yaml)
-    child = ctx.Process(target=_child_main, args=(node_gone, spec, *queues, stop), daemon=True)
+    child = ctx.Process(target=_child_main, args=(node_gone, spec, samples, child_end, stop), daemon=True)
     child.start()
+    child_end.close()
     child.join(timeout=120)
     try:
-        assert child.exitcode == 0  # left its loop at once, not by an error (reported as an event)
-        with pytest.raises(queue.Empty):
-            queues[2].get(timeout=2)
+        assert child.exitcode == 0  # left its loop at once, not by an error (that would be said)
+        with pytest.raises(EOFError):
+            said.recv()
     finally:
         if child.is_alive():
             child.kill()
+
+
+def _dies_mid_message(parent: int, spec: object, samples: object, conn: object, stop: object) -> None:
+    """A learner child killed while it sends: a message's length and a part of it, then SIGKILL."""
+    os.write(conn.fileno(), (1 << 20).to_bytes(4, "big") + b"w" * 4096)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_learner_killed_in_the_middle_of_a_message_is_reported_and_stopping_it_returns(
+    contract, student_cfg, tmp_path, monkeypatch
+):
+    """The receiver read a queue whose pipe this process also held open: a child killed mid-put left the
+    read waiting for the rest for good, and the death unreported. On the child's one-way pipe it is EOF."""
+    from opd.live import process as live
+
+    learner = make_learner(contract, student_cfg, n=1, learning=False)
+    monkeypatch.setattr(live, "_child_main", _dies_mid_message)
+    process = live.LearnerProcess(learner, live.LearnerSpec("unused"))
+    process.start()
+    try:
+        wait_for(lambda: process.error is not None, 60.0)
+        assert "exited with code -9" in str(process.error)
+        assert not process._receiver.is_alive()
+    finally:
+        stopping = threading.Thread(target=process.stop, daemon=True)
+        stopping.start()
+        stopping.join(30.0)
+    assert not stopping.is_alive() and process.pid is None
 
 
 def test_a_learner_process_whose_node_dies_outright_stops_too(contract, student_cfg, tmp_path):
