@@ -52,6 +52,23 @@ def run_resumably(
 
 
 @contextmanager
+def phase_progress(label: str, total: int, unit: str) -> Iterator[Callable[[int], None]]:
+    """A phase of a run (demonstrations, an evaluation) as a rich progress bar of its own; yields
+    `advance(done)`. A phase of 0 shows nothing. (Inside a loop's live bar, show it on that bar: rich
+    allows one live display at a time.)"""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    if total <= 0:
+        yield lambda done: None
+        return
+    count = TextColumn("{task.completed:,}/{task.total:,} " + unit)
+    columns = (TextColumn(f"[bold]{label}"), BarColumn(), count, TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, refresh_per_second=2) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda done: bar.update(task, completed=done)
+
+
+@contextmanager
 def stop_on_signals() -> Iterator[Any]:
     """Turn SIGINT/SIGTERM into a request the training loop polls (a checkpoint, then a clean exit).
 

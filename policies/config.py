@@ -15,7 +15,7 @@ each value is read as YAML, so it means what it would in the file, and the same 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,13 +56,18 @@ class Config(BaseModel):
             raise ConfigError(format_validation_error(cls.__name__, source, err, cls)) from None
 
     @classmethod
-    def from_yaml(cls: type[C], path: str | Path, overrides: Sequence[str] = ()) -> C:
-        """Load from a YAML file, resolving `extends:`, then the dotted `overrides` (`KEY.SUB=VALUE`); a
-        missing or unparsable file (or base), or a malformed override, is a ConfigError naming it."""
+    def from_yaml(
+        cls: type[C], path: str | Path, overrides: Sequence[str] = (), given: Mapping[str, Any] | None = None
+    ) -> C:
+        """Load from a YAML file, resolving `extends:`, then the dotted `overrides` (`KEY.SUB=VALUE`) and
+        `given` values by dotted key (a command's flags: `{"total_steps": 64}`); a key set by both is
+        refused, as is a missing or unparsable file (or base) or a malformed override, naming it."""
         data, source = load_yaml_mapping(Path(path), cls.__name__)
-        if overrides:
-            data = merge(data, parse_overrides(overrides, cls.__name__))
-            source += f" with {' '.join(overrides)}"
+        pairs = [(k, v, f"{k}={v!r}") for k, v in (given or {}).items()]
+        pairs += [(*_split(text, cls.__name__), text) for text in overrides]
+        if pairs:
+            data = merge(data, _nest(pairs, cls.__name__))
+            source += f" with {' '.join(text for *_, text in pairs)}"
         return cls.from_dict(data, source=source)
 
     def to_yaml(self, path: str | Path) -> None:
@@ -109,24 +114,37 @@ def _resolve(path: Path, name: str, chain: list[Path]) -> dict[str, Any]:
 def parse_overrides(overrides: Sequence[str], name: str) -> dict[str, Any]:
     """`["opd.gate.budget=0.05", "seed=3"]` as the nested mapping a YAML file would hold. The value is
     YAML (`0.05` a float, `[1, 2]` a list, `null` None). Which keys exist is the model's to say."""
+    return _nest([(*_split(text, name), text) for text in overrides], name)
+
+
+def _split(text: str, name: str) -> tuple[str, Any]:
+    """`KEY.SUB=VALUE` as (dotted key, value read as YAML)."""
+    key, eq, value = text.partition("=")
+    if not eq or not all(p.strip() for p in key.split(".")):
+        raise ConfigError(f"{name}: override {text!r}: expected KEY=VALUE with a dotted KEY (a.b.c=1)")
+    try:
+        return key, yaml.safe_load(value)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{name}: override {text!r}: the value is not YAML: {err}") from None
+
+
+def _nest(pairs: list[tuple[str, Any, str]], name: str) -> dict[str, Any]:
+    """(dotted key, value, as given) as one nested mapping; a key given twice, or a value and keys below
+    it, is a ConfigError naming both."""
     out: dict[str, Any] = {}
-    for text in overrides:
-        key, eq, value = text.partition("=")
+    said: dict[str, str] = {}  # dotted key -> how it was given
+    for key, value, text in pairs:
         parts = key.split(".")
-        if not eq or not all(p.strip() for p in parts):
-            raise ConfigError(f"{name}: override {text!r}: expected KEY=VALUE with a dotted KEY (a.b.c=1)")
-        try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{name}: override {text!r}: the value is not YAML: {err}") from None
+        for i in range(1, len(parts) + 1):
+            if (other := said.get(".".join(parts[:i]))) is not None:
+                raise ConfigError(f"{name}: {text!r} and {other!r} both set {'.'.join(parts[:i])}")
+        if below := [t for k, t in said.items() if k.startswith(key + ".")]:
+            raise ConfigError(f"{name}: {text!r} replaces what {below[0]!r} sets below {key}")
+        said[key] = text
         node = out
         for part in parts[:-1]:
-            if not isinstance(node.setdefault(part, {}), dict):
-                raise ConfigError(f"{name}: override {text!r}: {part} was given a value by another override")
-            node = node[part]
-        if isinstance(node.get(parts[-1]), dict):
-            raise ConfigError(f"{name}: override {text!r} replaces the fields other overrides set below it")
-        node[parts[-1]] = parsed
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
     return out
 
 

@@ -27,6 +27,7 @@ Output directory layout (resumable; rerunning the same command continues from th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import Counter, deque
@@ -40,7 +41,7 @@ import yaml
 from pydantic import Field
 
 from opd.evaluation import training_reset_seed
-from opd.runs import checkpoint_path, checkpoints, run_resumably
+from opd.runs import checkpoint_path, checkpoints, phase_progress, run_resumably
 from opd.teacher.hybrid_sac import HybridSAC, SACConfig
 from opd.teacher.replay_buffer import Batch, ReplayBuffer
 from opd.teacher.reward_normalizer import RewardNormalizer, RewardNormConfig
@@ -135,6 +136,7 @@ class TeacherTrainer:
         self.demos = ReplayBuffer(max(1, (cfg.demos.episodes + cfg.num_envs) * max_decisions), *sizes)
         self.steps = 0
         self.best = (-1.0, 0)  # (greedy success rate, step) of the best evaluated actor so far
+        self._bar: Any = None  # (rich Progress, task) of the training loop while it runs
         self.evaluated_at = -1  # step of the last evaluation
         self.episodes: deque[tuple[float, bool]] = deque(maxlen=100)  # (return, success) of recent episodes
         self.outcomes: Counter[str] = Counter()  # how episodes ended, since the start of this process
@@ -170,21 +172,25 @@ class TeacherTrainer:
         controller = ScriptedController(self.spec)
         obs, _ = self._reset(self.cfg.seed + DEMO_SEED_OFFSET)
         finished, successes = 0, 0
-        while finished < self.cfg.demos.episodes:
-            feats = self.features(obs)
-            skill, params = controller.act(obs["privileged"])
-            obs, terms, next_feats, terminated, done, info = self._env_step(skill, params)
-            self.normalizer.observe(terms, step=0)  # demonstrations are trusted: they shape the window
-            self.demos.add(feats, skill, params, terms, next_feats, terminated)
-            self.sac.actor.norm.update(torch.from_numpy(feats))
-            finished += int(done.sum())
-            successes += int(np.asarray(info["final_info"]["success"])[done].sum()) if done.any() else 0
+        with phase_progress("demonstrations", self.cfg.demos.episodes, "episodes") as advance:
+            while finished < self.cfg.demos.episodes:
+                feats = self.features(obs)
+                skill, params = controller.act(obs["privileged"])
+                obs, terms, next_feats, terminated, done, info = self._env_step(skill, params)
+                self.normalizer.observe(terms, step=0)  # demonstrations are trusted: they shape the window
+                self.demos.add(feats, skill, params, terms, next_feats, terminated)
+                self.sac.actor.norm.update(torch.from_numpy(feats))
+                finished += int(done.sum())
+                successes += int(np.asarray(info["final_info"]["success"])[done].sum()) if done.any() else 0
+                advance(finished)
         log.info("demonstrations: %d episodes, %d transitions, success %.1f%% (%.0f s)",
                  finished, len(self.demos), 100 * successes / finished, time.time() - t0)  # fmt: skip
         self.sac.reward_scale = torch.tensor(self.normalizer.scale(), dtype=torch.float32)
         losses: dict[str, float] = {}
-        for _ in range(self.cfg.demos.bc_updates):
-            losses = self.sac.bc_update(self.demos.sample(self.cfg.sac.batch_size, self.rng))
+        with phase_progress("behaviour cloning", self.cfg.demos.bc_updates, "updates") as advance:
+            for i in range(self.cfg.demos.bc_updates):
+                losses = self.sac.bc_update(self.demos.sample(self.cfg.sac.batch_size, self.rng))
+                advance(i + 1)
         if losses:
             log.info("behaviour cloning: %s", {k: round(v, 4) for k, v in losses.items()})
 
@@ -199,6 +205,7 @@ class TeacherTrainer:
                 TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
         with Progress(*cols, refresh_per_second=2) as bar:
             task = bar.add_task("train", total=self.cfg.total_steps, completed=self.steps, stats="")
+            self._bar = (bar, task)  # an evaluation on the schedule shows its episodes on it
             while self.steps < self.cfg.total_steps and not stop():
                 feats = self.features(obs)
                 skill, params = self._explore(feats)
@@ -218,6 +225,7 @@ class TeacherTrainer:
                     pending_updates -= int(pending_updates)
                 self._on_schedule(writer, losses, (self.steps - steps0) / max(time.time() - t0, 1e-9))
                 bar.update(task, completed=self.steps, stats=self._stats_text())
+        self._bar = None
 
     def _on_schedule(self, writer: Any, losses: dict[str, float], sps: float) -> None:
         """Log, evaluate and checkpoint when `steps` crosses their periods."""
@@ -233,13 +241,25 @@ class TeacherTrainer:
         """Greedy evaluation on the selection seeds; keeps the actor if it is the best so far."""
         from opd.evaluation import evaluate_teacher
 
-        report = evaluate_teacher(
-            self.sac.actor, self.cfg.eval_episodes, sim_config=self.cfg.sim_config,
-            seed=self.cfg.seed + SELECT_SEED_OFFSET, num_envs=self.cfg.num_envs,
-        )  # fmt: skip
+        n = self.cfg.eval_episodes
+        with contextlib.ExitStack() as stack:
+            if self._bar is None:  # the final evaluation, after the training loop's bar
+                advance = stack.enter_context(
+                    phase_progress(f"evaluation at step {self.steps:,}", n, "episodes")
+                )
+            else:  # on the training bar: rich shows one live display at a time
+                bar, task = self._bar
+                advance = lambda done: bar.update(task, stats=f"evaluating: {done}/{n} episodes")  # noqa: E731
+            report = evaluate_teacher(
+                self.sac.actor, n, sim_config=self.cfg.sim_config, seed=self.cfg.seed + SELECT_SEED_OFFSET,
+                num_envs=self.cfg.num_envs, on_progress=lambda done, _: advance(done),
+            )  # fmt: skip
         writer.add_scalar("eval/success_rate", report["success_rate"], self.steps)
         writer.add_scalar("eval/return", report["mean_return"], self.steps)
-        log.info("step %d: greedy evaluation %s", self.steps, report)
+        lo, hi = report["ci95"]
+        log.info("step %d: greedy evaluation, %d episodes: success %.1f%% (95%% CI %.1f-%.1f%%), mean return "
+                 "%.2f, outcomes %s", self.steps, report["episodes"], 100 * report["success_rate"], 100 * lo,
+                 100 * hi, report["mean_return"], report["outcomes"])  # fmt: skip
         self.evaluated_at = self.steps
         if report["success_rate"] > self.best[0]:
             self.best = (float(report["success_rate"]), self.steps)

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -196,6 +197,22 @@ def test_a_count_out_of_range_is_one_clear_line_naming_the_option():
 STUDENT_QUICK = Path(__file__).parents[2] / "opd" / "configs" / "student_quick.yaml"
 
 
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("student", "opd.gate.budgett=0.05"), "opd.gate.budgett = 0.05: Extra inputs are not permitted; "
+                                               "did you mean budget"),
+        (("student", "--steps", "8", "total_steps=9"), "'total_steps=9' and 'total_steps=8' both set"),
+        (("teacher", "demos.episodes=-1"), "demos.episodes = -1: Input should be greater than or equal to 0"),
+        (("teacher", "--quick", "--config", "x.yaml"), "--config: not allowed with argument --quick"),
+    ],
+)  # fmt: skip
+def test_a_bad_override_is_one_clear_line_naming_the_field_before_anything_runs(tmp_path, args, words):
+    out = agent("train", *args, "--out", str(tmp_path / "run"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert words in out.stderr and not (tmp_path / "run").exists()
+
+
 def test_train_student_on_isaac_sim_without_it_fails_with_one_clear_line(tmp_path):
     if importlib.util.find_spec("isaacsim") is not None:
         pytest.skip("Isaac Sim is installed here: the command would train")
@@ -206,12 +223,15 @@ def test_train_student_on_isaac_sim_without_it_fails_with_one_clear_line(tmp_pat
 
 def test_train_student_then_resume_then_eval_it(tmp_path):
     run = tmp_path / "run"
-    out = agent("train", "student", "--config", str(STUDENT_QUICK), "--steps", "64", "--out", str(run))
+    out = agent("train", "student", "--quick", "--steps", "64", "--out", str(run), "opd.gate.budget=0.4")
     assert out.returncode == 0, out.stderr
     for name in ("student.pt", "artifact/manifest.json", "history.jsonl", "config.yaml"):
         assert (run / name).is_file(), name
     assert "resumed" not in out.stderr
-    out = agent("train", "student", "--config", str(STUDENT_QUICK), "--steps", "128", "--out", str(run))
+    resolved = yaml.safe_load((run / "config.yaml").read_text())  # the run's config holds the override
+    assert (resolved["opd"]["gate"]["budget"], resolved["total_steps"]) == (0.4, 64)
+    assert resolved["student_config"] == yaml.safe_load(STUDENT_QUICK.read_text())["student_config"]
+    out = agent("train", "student", "--quick", "--steps", "128", "--out", str(run), "opd.gate.budget=0.4")
     assert out.returncode == 0, out.stderr
     assert "resumed from" in out.stderr and "at step 64" in out.stderr
     steps = [json.loads(line)["step"] for line in (run / "history.jsonl").read_text().splitlines()]
@@ -227,15 +247,22 @@ def test_train_student_then_resume_then_eval_it(tmp_path):
     assert art["manifest_sha256"] == sha256_file(run / "artifact" / "manifest.json")
 
 
-@pytest.mark.slow
-def test_eval_transfer_quick_reports_every_method_and_resumes(tmp_path):
-    out = tmp_path / "transfer"
+@pytest.fixture(scope="module")
+def quick_transfer(tmp_path_factory) -> tuple[tuple[str, ...], dict, float]:
+    """`agent eval transfer --quick --json` run once by the local executor (minutes): its arguments (--out
+    last), its report and its seconds."""
+    out = tmp_path_factory.mktemp("quick") / "transfer"
     args = ("eval", "transfer", "--quick", "--json", "--out", str(out))
     t0 = time.monotonic()
     first = agent(*args, timeout=600)
-    first_s = time.monotonic() - t0
     assert first.returncode == 0, first.stderr
-    report = json.loads(first.stdout)
+    return args, json.loads(first.stdout), time.monotonic() - t0
+
+
+@pytest.mark.slow
+def test_eval_transfer_quick_reports_every_method_and_resumes(quick_transfer, tmp_path):
+    args, report, first_s = quick_transfer
+    out = Path(args[-1])
     assert list(report["methods"]) == ["sim_only", "dagger", "novelty", "opd"]
     for m in report["methods"].values():
         lo, hi = m["ci95"]
@@ -272,6 +299,46 @@ def test_eval_transfer_quick_reports_every_method_and_resumes(tmp_path):
     assert human.returncode == 0, human.stderr
     assert "opd" in human.stdout and "teacher" in human.stdout and "sim-only-to-teacher gap" in human.stdout
     assert (tmp_path / "rep" / "report.md").is_file()
+
+
+@pytest.mark.slow
+def test_eval_transfer_on_a_ray_cluster_of_2_workers_reports_what_the_local_executor_does(
+    quick_transfer, tmp_path
+):
+    """Two methods trained side by side and every evaluation they need, on Ray; the rest of the quick
+    benchmark's results kept from the local executor's run (to keep the test short) and not redone."""
+    from ray.cluster_utils import Cluster
+
+    local_args, local, _ = quick_transfer
+    out = tmp_path / "transfer"
+    shutil.copytree(local_args[-1], out, ignore=shutil.ignore_patterns("report"))
+    for job in ("dagger", "opd", "teacher"):  # their training and evaluation, or evaluation, to redo
+        shutil.rmtree(out / job)
+    kept = (out / "sim_only" / "eval.json").read_bytes()
+    args = ("eval", "transfer", "--quick", "--json", "--out", str(out))
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    try:
+        on_ray = agent(*args, "--executor", "ray", "--address", cluster.address, timeout=600)
+    finally:
+        cluster.shutdown()
+    assert on_ray.returncode == 0, on_ray.stderr
+    assert "seed0/opd/train: done" in on_ray.stderr and "seed0/opd/eval: done" in on_ray.stderr
+    assert (out / "sim_only" / "eval.json").read_bytes() == kept
+    report = json.loads(on_ray.stdout)
+    assert report["command"] == "agent " + " ".join(args)  # where the jobs ran is not what they made
+
+    def results(report: dict) -> dict:  # all but the command (its --out) and how long each training took
+        methods = {
+            m: {k: v for k, v in r.items() if k != "wall_clock_s"} for m, r in report["methods"].items()
+        }
+        return {**report, "command": None, "methods": methods}
+
+    assert results(report) == results(local)  # the same students, evaluated on the same episodes
+    made = {name: (out / "report" / name).read_bytes() for name in ("results.json", "report.md")}
+    again = agent(*args)  # the local executor on what Ray made: everything kept, the same bytes
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == on_ray.stdout
+    assert {name: (out / "report" / name).read_bytes() for name in made} == made
 
 
 def test_arm_without_a_running_stack_fails_with_one_clear_line(monkeypatch):

@@ -61,7 +61,17 @@ def test_an_unknown_key_lists_the_keys_when_nothing_is_close(base):
 
 
 def test_overrides_that_contradict_each_other_are_refused():
-    with pytest.raises(ConfigError, match="gate was given a value by another override"):
+    with pytest.raises(ConfigError, match="'gate.budget=0.5' and 'gate=1' both set gate"):
         parse_overrides(["gate=1", "gate.budget=0.5"], "Train")
-    with pytest.raises(ConfigError, match="replaces the fields other overrides set below it"):
+    with pytest.raises(ConfigError, match="'gate={}' replaces what 'gate.budget=0.5' sets below gate"):
         parse_overrides(["gate.budget=0.5", "gate={}"], "Train")
+    with pytest.raises(ConfigError, match="'seed=2' and 'seed=1' both set seed"):
+        parse_overrides(["seed=1", "seed=2"], "Train")
+
+
+def test_a_commands_flags_are_given_values_and_may_not_meet_an_override_of_the_same_key(base):
+    cfg = Train.from_yaml(base, ["gate.budget=0.5"], given={"seed": 9, "name": "a: b"})
+    assert (cfg.seed, cfg.name, cfg.gate.budget) == (9, "a: b", 0.5)  # a flag's value is not read as YAML
+    assert {"seed", "name", "gate"} <= cfg.model_fields_set and "layers" not in cfg.model_fields_set
+    with pytest.raises(ConfigError, match="'seed=3' and 'seed=9' both set seed"):
+        Train.from_yaml(base, ["seed=3"], given={"seed": 9})

@@ -12,8 +12,9 @@ from pathlib import Path
 import opd
 from agent.commands import at_least, device_spec
 
-DEFAULT_CONFIG = Path(opd.__file__).parent / "configs" / "teacher.yaml"
-DEFAULT_STUDENT_CONFIG = Path(opd.__file__).parent / "configs" / "student.yaml"
+CONFIGS = Path(opd.__file__).parent / "configs"
+DEFAULT_CONFIG = CONFIGS / "teacher.yaml"
+DEFAULT_STUDENT_CONFIG = CONFIGS / "student.yaml"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--steps", type=at_least(1), help="RL env steps (decisions), summed over envs")
     t.add_argument("--seed", type=at_least(0), help="seed")
     t.add_argument("--out", type=Path, default=Path("runs/teacher"), help="output directory")
-    t.add_argument("--config", type=Path, help="training config YAML (default opd/configs/teacher.yaml)")
+    recipe = t.add_mutually_exclusive_group()
+    recipe.add_argument("--config", type=Path, help="training config YAML (default opd/configs/teacher.yaml)")
+    recipe.add_argument("--quick", action="store_true", help="a smoke test's size, about a minute on a CPU "
+                        "(opd/configs/teacher_quick.yaml)")  # fmt: skip
+    add_overrides(t)
     t.add_argument("--device", type=device_spec, default="cpu", help="auto|cpu|cuda[:N]: the teacher's "
                    "small MLPs learn on the CPU; a GPU is refused")  # fmt: skip
     s = sub.add_parser(
@@ -41,13 +46,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--steps", type=at_least(1), help="decisions (control periods), summed over envs")
     s.add_argument("--seed", type=at_least(0), help="seed")
     s.add_argument("--out", type=Path, default=Path("runs/student"), help="output directory")
-    s.add_argument("--config", type=Path, help="training config YAML (default opd/configs/student.yaml)")
+    recipe = s.add_mutually_exclusive_group()
+    recipe.add_argument("--config", type=Path, help="training config YAML (default opd/configs/student.yaml)")
+    recipe.add_argument("--quick", action="store_true", help="a smoke test's size: the tiny student, 640 "
+                        "decisions, about a minute on a CPU (opd/configs/student_quick.yaml)")  # fmt: skip
     s.add_argument("--init-from", type=Path, metavar="ARTIFACT",
                    help="start from this artifact's student and predictor weights (fine-tuning a shipped "
                    "student; a fresh --out only)")  # fmt: skip
     s.add_argument("--no-export", action="store_true", help="skip writing OUT/artifact (ONNX export)")
     s.add_argument("--device", type=device_spec, help="auto|cpu|cuda[:N]: where the student learns (auto, "
                    "cuda: this rank's GPU, cuda:LOCAL_RANK, if any; default: the config's)")  # fmt: skip
+    add_overrides(s)
+
+
+def add_overrides(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="dotted overrides of the config's fields, read as YAML and validated "
+                        "(e.g. opd.gate.budget=0.05 demos.episodes=8); the run's config.yaml holds "
+                        "them")  # fmt: skip
+
+
+def recipe(args: argparse.Namespace, default: Path, quick: str) -> Path:
+    return args.config or (CONFIGS / quick if args.quick else default)
+
+
+def given(**flags: object) -> dict[str, object]:
+    """The flags a command was given, by config key (those left out are the config's)."""
+    return {k: v for k, v in flags.items() if v is not None}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,10 +89,9 @@ def run(args: argparse.Namespace) -> int:
         )
     if (device := device_name(args.device, world)) != "cpu":
         raise ValueError(f"--device {args.device} is {device}: the teacher learns on the CPU (--device cpu)")
-    cfg = TeacherTrainConfig.from_yaml(args.config or DEFAULT_CONFIG)
-    overrides = {"sim": args.sim, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed}
-    cfg = TeacherTrainConfig.from_dict(
-        {**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+    flags = given(sim=args.sim, num_envs=args.envs, total_steps=args.steps, seed=args.seed)
+    cfg = TeacherTrainConfig.from_yaml(
+        recipe(args, DEFAULT_CONFIG, "teacher_quick.yaml"), args.overrides, flags
     )
     teacher = TeacherTrainer(cfg, args.out).run()
     if teacher is None:  # stopped by SIGINT/SIGTERM after a checkpoint
@@ -87,15 +111,13 @@ def run_student(args: argparse.Namespace) -> int:
 
     world = World.from_env()  # a ValueError naming the variable for an inconsistent launch
 
-    cfg = StudentTrainConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
     # init_from as the project names it (relative to its root when inside): the saved config is portable
-    overrides = {"method": args.method, "num_envs": args.envs, "total_steps": args.steps, "seed": args.seed,
-                 "init_from": project_path(args.init_from) if args.init_from else None,
-                 "sim_config": f"sim/configs/{args.sim}.yaml" if args.sim else None,
-                 "device": args.device}  # fmt: skip
-    cfg = StudentTrainConfig.from_dict(
-        {**cfg.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
-    )
+    flags = given(method=args.method, num_envs=args.envs, total_steps=args.steps, seed=args.seed,
+                  init_from=project_path(args.init_from) if args.init_from else None,
+                  sim_config=f"sim/configs/{args.sim}.yaml" if args.sim else None,
+                  device=args.device)  # fmt: skip
+    path = recipe(args, DEFAULT_STUDENT_CONFIG, "student_quick.yaml")
+    cfg = StudentTrainConfig.from_yaml(path, args.overrides, flags)
     device = torch_device(cfg.device, world)
     if device.type == "cuda":  # MuJoCo renders headless on this rank's GPU (before the sim loads it)
         os.environ.setdefault("MUJOCO_GL", "egl")
