@@ -148,7 +148,8 @@ class TransferConfig(Config):
             update["proxy_config"] = self.proxy_config
         if method is not None:
             update["method"] = method
-        return StudentTrainConfig.from_dict({**base.model_dump(), **update}, self.train_config)
+        given = base.model_dump(exclude_unset=True)  # what the file gave: resolving fills in the rest
+        return StudentTrainConfig.from_dict({**given, **update}, self.train_config)
 
     def pretrain_train(self, seed: int | None = None) -> StudentTrainConfig:
         """The training config of the sim-trained start (requires `pretrain`) for `seed` (None: the
@@ -159,7 +160,7 @@ class TransferConfig(Config):
         steps = self.pretrain.total_steps or base.total_steps
         seed = self.seeds[0] if seed is None else seed
         update = {"method": "sim_only", "seed": seed, "total_steps": steps}
-        return StudentTrainConfig.from_dict({**base.model_dump(), **update}, path)
+        return StudentTrainConfig.from_dict({**base.model_dump(exclude_unset=True), **update}, path)
 
 
 class TransferBenchmark:

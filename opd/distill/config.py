@@ -120,12 +120,19 @@ def state_width(teacher: TeacherPolicy) -> int:
     return teacher.obs_dim - teacher.contract.num_skills
 
 
-def resolve_config(cfg: OPDConfig, student: StudentConfig, teacher: TeacherPolicy) -> OPDConfig:
+def resolve_config(
+    cfg: OPDConfig, student: StudentConfig, teacher: TeacherPolicy, check_given: bool = True
+) -> OPDConfig:
     """The OPD config a learner of this student and teacher runs, its derived values filled in: the
     predictor's widths (the student's embedding in, the teacher-side state out) and the buffer's window and
     horizon. Resolving a resolved config changes nothing, so a run's saved config is the one it ran.
 
-    A given predictor.out_dim that is not the teacher's is refused."""
+    A given predictor.out_dim that is not the teacher's is refused, and so is a given align.history or
+    align.horizon that is not the derived one: a value accepted and then replaced would be a silent lie.
+    (A config dumped whole and rebuilt has every field given: rebuild from `model_dump(exclude_unset=True)`.)
+    `check_given` False resolves a config saved before runs saved the one they ran (it gives the fields
+    whatever they were) to compare it with another.
+    """
     dq = state_width(teacher)
     if cfg.predictor.out_dim not in (None, dq):
         raise ValueError(
@@ -136,5 +143,15 @@ def resolve_config(cfg: OPDConfig, student: StudentConfig, teacher: TeacherPolic
     # The buffer's windows and targets are the inputs (the predictor's and the head's) and the predictor's
     # outputs: one definition. A window is the longer of the two inputs; each model takes its newest frames.
     history = max(cfg.predictor.history, student.memory.frames)
+    derived = {
+        "history": (history, f"the longer of predictor.history ({cfg.predictor.history}) and the student's "
+                             f"memory.frames ({student.memory.frames})"),
+        "horizon": (cfg.predictor.horizon, "predictor.horizon"),
+    }  # fmt: skip
+    for name, (value, source) in derived.items():  # given in the config: it must be what it will be
+        given = getattr(cfg.align, name)
+        if check_given and name in cfg.align.model_fields_set and given != value:
+            raise ValueError(f"align.{name} = {given} is not what the buffer uses ({value}): it comes from "
+                             f"{source}; leave align.{name} out")  # fmt: skip
     align = cfg.align.model_copy(update={"history": history, "horizon": cfg.predictor.horizon})
     return cfg.model_copy(update={"predictor": predictor, "align": align})

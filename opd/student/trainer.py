@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import tempfile
 import time
 from collections import Counter, deque
@@ -106,18 +107,30 @@ class StudentTrainConfig(Config):
     opd: OPDConfig = Field(default_factory=OPDConfig)
 
 
-def resolve(cfg: StudentTrainConfig, teacher: TeacherPolicy | None = None) -> StudentTrainConfig:
+def resolve(
+    cfg: StudentTrainConfig, teacher: TeacherPolicy | None = None, check_given: bool = True
+) -> StudentTrainConfig:
     """The config a run runs, every derived value filled in: the gate's switch (the method's, `SWITCH`:
     the `opd.switch` a file gives is not what a method runs), the buffer's period (the robot's control
     period, which the predictor's horizons count in), and the buffer's window and horizon and the
     predictor's widths (`opd.distill.learner.resolve_config`). Resolving a resolved config changes
-    nothing. `teacher`: `cfg.teacher` loaded already (else it is loaded here)."""
+    nothing. `teacher`: `cfg.teacher` loaded already (else it is loaded here). A derived value the config
+    gives otherwise is refused, but with `check_given` False (a saved config, compared: `resolve_config`)."""
     student_cfg = StudentConfig.from_yaml(from_root(cfg.student_config))
     teacher = teacher if teacher is not None else load_teacher(from_root(cfg.teacher))
     control_hz = SimConfig.from_yaml(from_root(cfg.sim_config)).rates.control_hz
+    given = cfg.opd.align.period_s
+    if (
+        check_given
+        and "period_s" in cfg.opd.align.model_fields_set
+        and not math.isclose(given, 1 / control_hz)
+    ):
+        period = 1.0 / control_hz
+        raise ValueError(f"opd.align.period_s = {given} is not the robot's control period ({period} s): it "
+                         f"comes from {cfg.sim_config}'s rates.control_hz; leave it out")  # fmt: skip
     align = cfg.opd.align.model_copy(update={"period_s": 1.0 / control_hz})
     opd = cfg.opd.model_copy(update={"switch": SWITCH[cfg.method], "align": align})
-    opd = resolve_config(opd, student_cfg, teacher)
+    opd = resolve_config(opd, student_cfg, teacher, check_given)
     return StudentTrainConfig.from_dict({**cfg.model_dump(), "opd": opd.model_dump()}, "resolved config")
 
 
@@ -526,7 +539,9 @@ def config_changes(old: StudentTrainConfig, new: StudentTrainConfig) -> list[str
     """The settings (dotted names, "name: old -> new") two training configs differ in once both are
     resolved (`resolve`), `RESUMABLE` aside: a config saved before runs saved their resolved config (its
     `opd.switch` the file's, not the method's) is the run its resolved form is."""
-    a, b = (resolve(c).model_dump(mode="json", exclude=set(RESUMABLE)) for c in (old, new))
+    a, b = (
+        resolve(c, check_given=c is new).model_dump(mode="json", exclude=set(RESUMABLE)) for c in (old, new)
+    )
     return [f"{k}: {x!r} -> {y!r}" for k, x, y in _differences(a, b)]
 
 

@@ -484,3 +484,19 @@ def test_an_artifact_deploys_with_the_teacher_it_was_distilled_from_or_refuses(t
     teacher.unlink()
     with pytest.raises(FileNotFoundError, match="missing"):
         default_teacher(artifact)
+
+
+def test_a_buffer_period_that_is_not_the_robots_control_period_is_refused() -> None:
+    """opd.align.period_s comes from the sim's control rate: given otherwise it is refused, not replaced."""
+    from opd.student.trainer import StudentTrainConfig, resolve
+
+    cfg = StudentTrainConfig.from_dict({"opd": {"align": {"period_s": 0.1}}})
+    with pytest.raises(
+        ValueError, match=r"opd.align.period_s = 0.1 is not the robot's control period \(0.05 s\)"
+    ):
+        resolve(cfg)
+    assert resolve(cfg, check_given=False).opd.align.period_s == 0.05  # a saved config, compared
+    assert (
+        resolve(StudentTrainConfig.from_dict({"opd": {"align": {"period_s": 0.05}}})).opd.align.period_s
+        == 0.05
+    )
