@@ -305,14 +305,14 @@ def test_eval_transfer_quick_reports_every_method_and_resumes(quick_transfer, tm
 def test_eval_transfer_on_a_ray_cluster_of_2_workers_reports_what_the_local_executor_does(
     quick_transfer, tmp_path
 ):
-    """Two methods trained side by side and every evaluation they need, on Ray; the rest of the quick
+    """OPD trained beside the teacher's evaluations and then evaluated, on Ray; the rest of the quick
     benchmark's results kept from the local executor's run (to keep the test short) and not redone."""
     from ray.cluster_utils import Cluster
 
     local_args, local, _ = quick_transfer
     out = tmp_path / "transfer"
     shutil.copytree(local_args[-1], out, ignore=shutil.ignore_patterns("report"))
-    for job in ("dagger", "opd", "teacher"):  # their training and evaluation, or evaluation, to redo
+    for job in ("opd", "teacher"):  # its training and evaluation, the teacher's evaluations: to redo
         shutil.rmtree(out / job)
     kept = (out / "sim_only" / "eval.json").read_bytes()
     args = ("eval", "transfer", "--quick", "--json", "--out", str(out))
