@@ -168,3 +168,17 @@ def test_eval_merge_of_nothing_there_is_one_clear_line(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == f"agent eval: error: {tmp_path / 'none'}: no such file or directory"
+
+
+def test_the_transfer_report_records_the_command_without_where_its_jobs_ran() -> None:
+    argv = ["-v", "eval", "transfer", "--quick", "--executor", "ray", "--address=10.0.0.1:6379", "--out", "o",
+            "--train-gpus", "1", "--exec=local"]  # fmt: skip
+    assert eval_command._without_executor(argv) == ["-v", "eval", "transfer", "--quick", "--out", "o"]
+
+
+def test_ray_options_without_the_ray_executor_are_refused_by_name() -> None:
+    from agent.cli import build_parser
+
+    args = build_parser().parse_args(["eval", "transfer", "--quick", "--address", "10.0.0.1:6379"])
+    with pytest.raises(ValueError, match="--address and --train-gpus are for --executor ray"):
+        eval_command.run_transfer(args)
