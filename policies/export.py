@@ -62,6 +62,7 @@ def export_artifact(
     seed: int = 0,
     teacher: dict[str, str] | None = None,
     novelty: Novelty | None = None,
+    weights_named: dict[str, str] | None = None,
     camera: CameraModel | None = None,
 ) -> Path:
     """Build the models (loading weights when given), export them and write the manifest.
@@ -79,6 +80,8 @@ def export_artifact(
             core deploys it with that teacher by default (`opd.live.loading.default_teacher`).
         novelty: the novelty gate's trained ensemble, for a student distilled with one (`novelty.pt`): a
             gate that reads it on the live graph or in a replay then reads this one, not an untrained one.
+        weights_named: what the manifest names as the source of the student and predictor weights, where the
+            files passed are scratch copies (e.g. a run's checkpoint: `export_checkpoint`), not worth naming.
         camera: the camera the student was trained with (`sim.real_robot_proxy.robot_camera`), written to
             `preprocessing.camera` for the robot's camera to be checked against; None writes none. Its size
             must be the image input's.
@@ -104,9 +107,11 @@ def export_artifact(
     predictor = StatePredictor(predictor_cfg).eval()
     sources = {
         "student": _load_weights(student, student_weights, "student"),
-        "image_trunk": student.encoder.weights_source,
+        # the trunk's own start only matters when no student weights cover it
+        "image_trunk": student.encoder.weights_source if student_weights is None else "the student weights",
         "predictor": _load_weights(predictor, predictor_weights, "predictor"),
     }
+    sources |= weights_named or {}
 
     with _written_atomically(out_dir) as tmp:
         encoder, head = student.deployed_encoder(), student.deployed_head()

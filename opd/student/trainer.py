@@ -53,6 +53,7 @@ from opd.evaluation import project_path, training_reset_seed
 from opd.runs import checkpoint_path, checkpoints, flushed_denormals, run_resumably
 from opd.world import DEVICE_PATTERN, World, torch_device
 from policies.artifact import MANIFEST, Artifact, sha256_file
+from policies.camera_model import CameraModel
 from policies.config import Config, from_root
 from policies.files import atomic_path, write_atomic
 from policies.student_input import StudentInput
@@ -138,6 +139,15 @@ def robot_proxy(cfg: StudentTrainConfig) -> str | None:
     """The proxy config `cfg.method` trains behind: none for sim_only, the randomised sim for sim_only_dr,
     the "real" robot for every other method."""
     return {"sim_only": None, "sim_only_dr": cfg.dr_config}.get(cfg.method, cfg.proxy_config)
+
+
+def trained_camera(cfg: StudentTrainConfig, student_cfg: StudentConfig) -> CameraModel:
+    """The camera the student learnt from, for its artifact's manifest: the robot's at the student's image
+    size, through the lens of the proxy its method trains behind (none: the sim's pinhole)."""
+    from sim.real_robot_proxy import ProxyConfig, robot_camera
+
+    img, proxy = student_cfg.encoder.image, robot_proxy(cfg)
+    return robot_camera(img.height, img.width, ProxyConfig.from_yaml(from_root(proxy)) if proxy else None)
 
 
 def make_robot_for(cfg: StudentTrainConfig, student_cfg: StudentConfig, proxy: str | None) -> Any:
@@ -519,6 +529,7 @@ class StudentTrainer:
             student_weights=self.out / "student.pt",
             predictor_weights=self.out / "predictor.pt",
             teacher=teacher_record(self.cfg.teacher),
+            camera=trained_camera(self.cfg, self.student_cfg),
             novelty=self.learner.novelty_export(),
         )
 
@@ -587,6 +598,8 @@ def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = N
     acting = {**learner["student"], **(learner.get("acting") or {})}  # an average without a fixed encoder
     novelty = learner.get("novelty")
     novelty = None if novelty is None else Novelty(cfg.opd.novelty.model_dump(mode="json"), novelty)
+    source = project_path(path)  # the checkpoint, not the scratch copies exported from (deleted after)
+    named = {"student": f"{source} (the acting weights)", "predictor": source}
     with tempfile.TemporaryDirectory(prefix="agent-export-") as tmp:
         weights = {name: Path(tmp) / f"{name}.pt" for name in ("student", "predictor")}
         torch.save(acting, weights["student"])
@@ -596,7 +609,8 @@ def export_checkpoint(run_dir: str | Path, out: str | Path, step: int | None = N
                 out, student_cfg, contract, cfg.opd.predictor,
                 privileged_fields=robot_privileged_fields(from_root(cfg.sim_config)),
                 student_weights=weights["student"], predictor_weights=weights["predictor"],
-                teacher=teacher_record(cfg.teacher), novelty=novelty, **options,
+                teacher=teacher_record(cfg.teacher), novelty=novelty,
+                camera=trained_camera(cfg, student_cfg), weights_named=named, **options,
             )  # fmt: skip
         except RuntimeError as err:  # torch's load_state_dict: weights of another architecture
             raise ValueError(f"{path}: its weights do not fit {cfg.student_config}: {err}") from None

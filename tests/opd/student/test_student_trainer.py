@@ -308,6 +308,13 @@ def test_a_checkpoint_exports_as_an_artifact_while_the_run_goes_on(tmp_path: Pat
             assert exported.keys() == ckpt[part].keys()
             assert all(torch.equal(exported[k], ckpt[part][k]) for k in exported)
     assert sorted((p.name, p.stat().st_mtime_ns) for p in out.rglob("*")) == before
+    source = artifact.manifest["weights_source"]  # the checkpoint named, not the deleted scratch copies
+    assert source["predictor"] == str(out / "checkpoints" / "step_000000240.pt")
+    assert (
+        source["student"].startswith(source["predictor"]) and source["image_trunk"] == "the student weights"
+    )
+    camera = artifact.camera  # the camera it learnt from, at its image size, for a real camera to match
+    assert camera is not None and (camera.height, camera.width) == artifact.image_hw
     teacher = tiny(tmp_path).teacher  # the teacher it was distilled from travels with it
     assert artifact.manifest["teacher"] == teacher_record(teacher)
     assert default_teacher(artifact) == from_root(teacher)
