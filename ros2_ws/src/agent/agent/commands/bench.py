@@ -7,6 +7,8 @@
 - replay: offline replay throughput against the encoder's batched throughput (`opd.benchmark.replay_bench`);
 - messages: the state embedding's wire size and per-hop cost by message layout (`agent.message_bench`);
 - learner: seconds per learner update, the encoder in float32 and in bfloat16 (`opd.benchmark.learner_bench`);
+- executors: the transfer benchmark (--quick's by default) by the local executor and by Ray with N CPUs on
+  this machine, the wall clock of each (`opd.benchmark.executor_bench`);
 - proxy: wall time per camera frame of the bare sim, today's proxy and a gap proxy (`sim.proxy_views`);
 - ddp: samples per second of the tiny data-parallel learner job under torchrun, N ranks against 1
   (`opd.benchmark.ddp_bench`);
@@ -113,6 +115,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     lb.add_argument("--updates", type=at_least(1), default=5, help="updates timed per round and format")
     lb.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+    ex = sub.add_parser("executors", help="the transfer benchmark's wall clock: the local executor against "
+                        "Ray with N CPUs on this machine")  # fmt: skip
+    ex.add_argument("--config", type=Path,
+                    help="TransferConfig YAML (default opd/configs/transfer_quick.yaml)")  # fmt: skip
+    ex.add_argument("--workers", type=at_least(1), default=2, help="CPUs of the Ray started on this machine")
+    ex.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
     dp = sub.add_parser("ddp", help="samples/s of the tiny data-parallel learner: N torchrun ranks against 1")
     dp.add_argument("--ranks", type=at_least(2), default=2, help="ranks of the data-parallel run")
     dp.add_argument("--batch", type=at_least(1), default=64, help="rows per rank per update")
@@ -128,6 +136,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     runners = {"graph": run_graph, "encoder": run_encoder, "replay": run_replay, "messages": run_messages,
+               "executors": run_executors,
                "learner": run_learner, "proxy": run_proxy, "ddp": run_ddp, "gpu": run_gpu}  # fmt: skip
     return runners[args.what](args)
 
@@ -198,6 +207,28 @@ def run_learner(args: argparse.Namespace) -> int:
           f"native bfloat16: {'yes' if result['native_bf16'] else 'no (emulated)'}")  # fmt: skip
     print(f"fp32 {s['fp32'] * 1e3:.0f} ms/update, bf16 {s['bf16'] * 1e3:.0f} ms/update: "
           f"bf16 costs {result['bf16_vs_fp32']:.2f} of fp32 (median of {args.rounds} rounds)")  # fmt: skip
+    return 0
+
+
+def run_executors(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from opd.benchmark.executor_bench import bench_executors
+    from opd.benchmark.transfer import TransferConfig
+    from policies.config import from_root
+
+    cfg = TransferConfig.from_yaml(args.config or from_root("opd/configs/transfer_quick.yaml"))
+    with tempfile.TemporaryDirectory(prefix="agent-executors-") as work:
+        with contextlib.redirect_stdout(sys.stderr):  # training's progress bars; stdout carries the figures
+            figures = bench_executors(cfg, Path(work), args.workers)
+    result = {"cpu": _cpu_model(), "cores": os.cpu_count(), **figures}
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{result['cpu']} ({result['cores']} cores), {result['jobs']} jobs: local executor "
+          f"{result['local_s']:.0f} s, Ray with {result['workers']} CPUs {result['ray_s']:.0f} s (its start "
+          f"counted): local/Ray {result['local_over_ray']:.2f}; same results: "
+          f"{'yes' if result['same_results'] else 'NO'}")  # fmt: skip
     return 0
 
 
