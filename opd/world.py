@@ -43,8 +43,10 @@ class World:
         return self.rank == 0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> World:
-        """The world the launcher describes; ValueError naming the variable when it is inconsistent."""
+    def from_env(cls, env: Mapping[str, str] | None = None, rendezvous: bool = True) -> World:
+        """The world the launcher describes; ValueError naming the variable when it is inconsistent.
+        `rendezvous` False: the ranks never meet (evaluation shards, each rank's device), so MASTER_ADDR and
+        MASTER_PORT are not needed (srun sets neither)."""
         env = os.environ if env is None else env
         size = _int(env, "WORLD_SIZE", "SLURM_NTASKS", 1)
         rank = _int(env, "RANK", "SLURM_PROCID", 0)
@@ -57,7 +59,7 @@ class World:
             raise ValueError(f"local rank {local_rank} (LOCAL_RANK or SLURM_LOCALID) must be at least 0")
         addr = env.get("MASTER_ADDR") or None
         port = _int(env, "MASTER_PORT", "MASTER_PORT", 0) or None
-        if size > 1 and (addr is None or port is None):
+        if rendezvous and size > 1 and (addr is None or port is None):
             missing = " and ".join(n for n, v in (("MASTER_ADDR", addr), ("MASTER_PORT", port)) if v is None)
             raise ValueError(
                 f"a world of {size} ranks needs {missing} to meet at: torchrun sets them; under srun export "

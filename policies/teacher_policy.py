@@ -113,14 +113,15 @@ class TeacherPolicy(nn.Module):
 
     @torch.no_grad()
     def act(self, features: np.ndarray, deterministic: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Numpy in, numpy out: skill (N,) int64, params (N, P) within contract bounds."""
-        dist = self(torch.as_tensor(features, dtype=torch.float32))
+        """Numpy in, numpy out: skill (N,) int64, params (N, P) within contract bounds; on the device the
+        policy's weights are on."""
+        dist = self(torch.as_tensor(features, dtype=torch.float32, device=self.norm.mean.device))
         if deterministic:
             skill, params = self.head.deterministic(dist)
         else:
             s = self.head.sample(dist)
             skill, params = s.skill, self.head.mask_params(s.skill, s.params)
-        return skill.numpy(), params.double().numpy()
+        return skill.cpu().numpy(), params.double().cpu().numpy()
 
 
 def load_teacher(path: str | Path) -> TeacherPolicy:

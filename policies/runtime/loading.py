@@ -18,8 +18,10 @@ def load_model(
     precision: str | None = None,
     threads: int | None = None,
     cache_dir: Path | None = None,
+    device: str = "cpu",
 ) -> ModelRunner:
-    """Open graph `name` (encoder | policy | predictor) of a verified artifact on `backend`.
+    """Open graph `name` (encoder | policy | predictor) of a verified artifact on `backend`, on `device`
+    (cpu or cuda:N; TensorRT runs on the current CUDA device).
 
     Raises ValueError for an unknown backend or precision, ArtifactError for a corrupt artifact and
     BackendUnavailable when the backend cannot run here.
@@ -33,11 +35,11 @@ def load_model(
             raise ValueError(f"torch backend runs fp32 only, got precision {precision!r}")
         from policies.runtime.torch_backend import TorchRunner
 
-        return TorchRunner(art, name, threads=threads)
+        return TorchRunner(art, name, threads=threads, device=device)
     if backend == "onnxruntime":
         from policies.runtime.onnxruntime_backend import OnnxRuntimeRunner
 
-        return OnnxRuntimeRunner(art, name, precision=precision, threads=threads)
+        return OnnxRuntimeRunner(art, name, precision=precision, threads=threads, device=device)
     from policies.runtime.tensorrt_backend import TensorRTRunner
 
     return TensorRTRunner(art, name, precision=precision, cache_dir=cache_dir)

@@ -14,7 +14,12 @@ class OnnxRuntimeRunner:
     backend = "onnxruntime"
 
     def __init__(
-        self, artifact: Artifact, name: str, precision: str = "fp32", threads: int | None = None
+        self,
+        artifact: Artifact,
+        name: str,
+        precision: str = "fp32",
+        threads: int | None = None,
+        device: str = "cpu",
     ) -> None:
         import onnxruntime as ort
 
@@ -39,7 +44,10 @@ class OnnxRuntimeRunner:
         # back, and in the graph several nodes share the cores; a spinning pool steals them from the others.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         available = ort.get_available_providers()
-        providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+        providers: list = ["CPUExecutionProvider"]
+        if device.startswith("cuda") and "CUDAExecutionProvider" in available:  # else the CPU: reported
+            index = int(device.partition(":")[2] or 0)
+            providers.insert(0, ("CUDAExecutionProvider", {"device_id": index}))
         self.session = ort.InferenceSession(str(artifact.path(filename)), opts, providers=providers)
         self.providers = self.session.get_providers()
         self.output_names = [o.name for o in self.session.get_outputs()]

@@ -25,17 +25,18 @@ class StudentRuntime:
         precision: str | None = None,
         threads: int | None = None,
         cache_dir: Path | None = None,
+        device: str = "cpu",
     ) -> None:
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
         self.contract: SkillContract = self.artifact.contract
         self.backend = backend
         self.encoder: ModelRunner = load_model(
-            self.artifact, "encoder", backend, precision, threads, cache_dir
+            self.artifact, "encoder", backend, precision, threads, cache_dir, device
         )
         # The head is a few small matrix products: INT8 would cost accuracy for no speed.
         head_precision = "fp32" if precision == "int8" else precision
         self.policy: ModelRunner = load_model(
-            self.artifact, "policy", backend, head_precision, threads, cache_dir
+            self.artifact, "policy", backend, head_precision, threads, cache_dir, device
         )
         self.image_hw = self.artifact.image_hw
         self.imu_window = self.artifact.imu_window

@@ -18,18 +18,21 @@ class TorchRunner:
     backend = "torch"
     precision = "fp32"
 
-    def __init__(self, artifact: Artifact, name: str, threads: int | None = None) -> None:
+    def __init__(
+        self, artifact: Artifact, name: str, threads: int | None = None, device: str = "cpu"
+    ) -> None:
         if threads:
             torch.set_num_threads(threads)
-        self.module = build_module(artifact, name).eval()
+        self.device = torch.device(device)
+        self.module = build_module(artifact, name).eval().to(self.device)
         self.input_names = [i["name"] for i in artifact.model(name)["inputs"]]
         self.output_names = [o["name"] for o in artifact.model(name)["outputs"]]
 
     @torch.inference_mode()
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        args = [torch.from_numpy(np.ascontiguousarray(feeds[n])) for n in self.input_names]
+        args = [torch.from_numpy(np.ascontiguousarray(feeds[n])).to(self.device) for n in self.input_names]
         outs = self.module(*args)
-        return {n: o.numpy() for n, o in zip(self.output_names, outs, strict=True)}
+        return {n: o.cpu().numpy() for n, o in zip(self.output_names, outs, strict=True)}
 
 
 def build_module(artifact: Artifact, name: str) -> nn.Module:

@@ -126,9 +126,12 @@ def test_a_shard_is_the_launchers_rank_unless_given_and_more_than_one_needs_a_sh
         monkeypatch.delenv(name, raising=False)
     assert eval_command.shard_of(eval_args("teacher")) is None  # plain python: one process, no file
     assert eval_command.shard_of(eval_args("teacher", "--shard-out", "d")) == Shard(0, 1)
-    monkeypatch.setenv("SLURM_NTASKS", "4")  # srun sets no MASTER_ADDR: both flags given need none
+    monkeypatch.setenv("SLURM_NTASKS", "4")  # srun sets no MASTER_ADDR: shards never meet, need none
     given = eval_args("student", "--shard-out", "d", "--num-shards", "2", "--shard-id", "1")
     assert eval_command.shard_of(given) == Shard(1, 2)
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    assert eval_command.shard_of(eval_args("student", "--shard-out", "d")) == Shard(3, 4)
+    monkeypatch.delenv("SLURM_PROCID")
     torchrun = {"WORLD_SIZE": "4", "RANK": "2", "MASTER_ADDR": "node0", "MASTER_PORT": "29500"}
     for name, value in torchrun.items():
         monkeypatch.setenv(name, value)
@@ -182,3 +185,14 @@ def test_ray_options_without_the_ray_executor_are_refused_by_name() -> None:
     args = build_parser().parse_args(["eval", "transfer", "--quick", "--address", "10.0.0.1:6379"])
     with pytest.raises(ValueError, match="--address and --train-gpus are for --executor ray"):
         eval_command.run_transfer(args)
+
+
+def test_a_gpu_asked_for_where_there_is_none_is_one_clear_error(monkeypatch) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here: --device cuda would run on it")
+    assert eval_command.device_of(eval_args("teacher", "--device", "cpu")) == "cpu"
+    assert eval_command.device_of(eval_args("student")) == "cpu"  # auto, without a GPU
+    with pytest.raises(ValueError, match="device 'cuda:1' .* torch sees no CUDA device"):
+        eval_command.device_of(eval_args("student", "--device", "cuda:1"))

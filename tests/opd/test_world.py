@@ -54,3 +54,9 @@ def test_device_names():
     for bad, words in (("gpu", "expected auto"), ("cuda:x", "expected auto"), ("cuda:2", "no CUDA device")):
         with pytest.raises(ValueError, match=words):
             device_name(bad, one, cuda_count=0 if bad == "cuda:2" else 2)
+
+
+def test_ranks_that_never_meet_need_no_rendezvous():
+    """Evaluation shards under srun: rank and size without MASTER_ADDR/MASTER_PORT."""
+    world = World.from_env({"SLURM_PROCID": "1", "SLURM_NTASKS": "4"}, rendezvous=False)
+    assert (world.rank, world.size, world.master_addr) == (1, 4, None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import opd
 import sim
-from agent.commands import at_least, eval_factors
+from agent.commands import at_least, device_spec, eval_factors
 from agent.commands.video_options import add_video_arguments, recording_of
 from policies.config import from_root
 from sim.robots import diffbot
@@ -81,7 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_shard_arguments(t)
     add_video_arguments(t)
+    add_device_argument(t)
     s = sub.add_parser("student", help="evaluate an exported student acting alone (no teacher)")
+    add_device_argument(s)
     s.add_argument("--artifact", type=Path, default=DEFAULT_STUDENT, help="artifact directory (agent export)")
     s.add_argument("--episodes", type=at_least(1), default=200, help="seeded episodes")
     s.add_argument("--proxy", action="store_true", help="run on the real-robot proxy")
@@ -166,8 +169,8 @@ def shard_of(args: argparse.Namespace) -> Shard | None:
     from opd.world import World
 
     count, index = args.num_shards, args.shard_id
-    if count is None or index is None:  # both given: no launcher's variables needed (srun without MASTER_*)
-        world = World.from_env()
+    if count is None or index is None:  # shards never meet: no MASTER_ADDR/MASTER_PORT needed (srun)
+        world = World.from_env(rendezvous=False)
         count = world.size if count is None else count
         index = world.rank if index is None else index
     shard = Shard(index, count)
@@ -187,6 +190,23 @@ def _skill_bias(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"{text!r}: expected SKILL=B, B a number") from None
 
 
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", type=device_spec, default="auto", help="auto|cpu|cuda[:N]: where the "
+                        "policy runs (auto: this rank's GPU when there is one; ONNX Runtime uses it through "
+                        "its CUDA provider where installed); the sim renders on EGL")  # fmt: skip
+
+
+def device_of(args: argparse.Namespace) -> str:
+    """--device as a device name; on a GPU, MuJoCo renders headless on it (set before the sim loads)."""
+    from opd.world import World, device_name
+
+    device = device_name(args.device, World.from_env(rendezvous=False))
+    if device.startswith("cuda"):
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        os.environ.setdefault("MUJOCO_EGL_DEVICE_ID", device.partition(":")[2])
+    return device
+
+
 def run(args: argparse.Namespace) -> int:
     if args.what == "transfer":
         return run_transfer(args)
@@ -198,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
         return _print(merge(args.paths), args.json)
     shard = shard_of(args)
     video = recording_of(args)
+    device = device_of(args)
     from opd.evaluation import checkpoint_record, evaluate_student, evaluate_teacher
     from policies.teacher_policy import load_teacher
 
@@ -213,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
 
             scratch = tempfile.TemporaryDirectory(prefix="agent-skill-bias-")
             artifact = biased_student(artifact, dict(args.skill_bias), Path(scratch.name) / "student")
-        runtime = load_student(artifact, backend=args.backend)
+        runtime = load_student(artifact, backend=args.backend, device=device)
         teacher, record = None, None  # only the diagnostics run the teacher
         if args.assist or args.collisions:
             path, chosen = teacher_of(args.artifact, args.teacher)
@@ -235,7 +256,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         path, chosen = teacher_of(args.artifact, args.checkpoint)
         with EpisodeProgress(episodes, f"teacher{which}") as progress:
-            report = evaluate_teacher(load_teacher(path), args.episodes, proxy=proxy, num_envs=args.envs,
+            teacher = load_teacher(path).to(device)
+            report = evaluate_teacher(teacher, args.episodes, proxy=proxy, num_envs=args.envs,
                                       on_progress=progress, shard=shard, video=video)  # fmt: skip
         report["teacher"] = {**checkpoint_record(path), "chosen": chosen}
     return _print(report, args.json) if shard is None else _write_shard(report, shard, args)
