@@ -132,13 +132,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="the student evaluated and timed")  # fmt: skip
     gp.add_argument("--episodes", type=at_least(1), default=20, help="evaluation episodes")
     gp.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+    fb = sub.add_parser(
+        "faults", help="the graph as node processes, one fault at a time: stop, loss, recover"
+    )
+    fb.add_argument("--artifact", type=Path, default=Path("sim/robots/diffbot/student"), help="the student")
+    fb.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    fb.add_argument("--report", type=Path, help="write faults.md and faults.json into this directory")
 
 
 def run(args: argparse.Namespace) -> int:
     runners = {"graph": run_graph, "encoder": run_encoder, "replay": run_replay, "messages": run_messages,
                "executors": run_executors,
-               "learner": run_learner, "proxy": run_proxy, "ddp": run_ddp, "gpu": run_gpu}  # fmt: skip
+               "learner": run_learner, "proxy": run_proxy, "ddp": run_ddp, "gpu": run_gpu,
+               "faults": run_faults}  # fmt: skip
     return runners[args.what](args)
+
+
+def run_faults(args: argparse.Namespace) -> int:
+    """`agent bench faults` (agent.fault_bench); an 8 MiB tmpfs for the full disk where one may mount."""
+    import subprocess
+
+    import rclpy
+
+    from agent.fault_bench import FaultBench, as_json, table
+    from agent.sim_session import SessionConfig
+
+    params = SessionConfig(args.artifact.resolve(), proxy=True, learn=True).params()
+    for section in params.values():  # every report each 0.1 s: the bridge's safe steps are read from it
+        section["ros__parameters"]["diagnostics_period_s"] = 0.1
+    with tempfile.TemporaryDirectory(prefix="agent-faults-") as tmp:
+        tmpfs = Path(tmp) / "tmpfs"
+        tmpfs.mkdir()
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(tmpfs)],
+                                 capture_output=True, check=False).returncode == 0  # fmt: skip
+        try:
+            with rclpy.init():
+                bench = FaultBench(rclpy.get_default_context(), Path(tmp), args.artifact.resolve(), params,
+                                   tmpfs if mounted else None)  # fmt: skip
+                rows = bench.run()
+        finally:
+            if mounted:
+                subprocess.run(["umount", str(tmpfs)], check=False)
+    text = table(rows)
+    cpu = _cpu_model()
+    if args.report is not None:
+        args.report.mkdir(parents=True, exist_ok=True)
+        (args.report / "faults.json").write_text(json.dumps({"cpu": cpu, "rows": as_json(rows)}, indent=2))
+        (args.report / "faults.md").write_text(
+            f"# Faults on the graph\n\n`agent bench faults --json --report {args.report}` on {cpu}, "
+            f"{time.strftime('%Y-%m-%d')}:\n\n{text}\n"
+        )
+    print(json.dumps({"cpu": cpu, "rows": as_json(rows)}, indent=2) if args.json else text)
+    return 0
 
 
 def run_ddp(args: argparse.Namespace) -> int:
