@@ -23,6 +23,6 @@ def test_every_subcommand_says_what_it_does():
 def test_help_shows_the_defaults_that_say_something():
     found = dict(subcommands(build_parser()))
     text = found[("train", "student")].format_help()
-    assert "(default: runs/student)" in text  # --out
+    assert "(default: agent)" in text  # --wandb-project
     assert "(default: None)" not in text and "(default: False)" not in text
     assert "train the student online" in text  # its description

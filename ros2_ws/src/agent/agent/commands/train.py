@@ -7,10 +7,12 @@ student ...` (or `srun`), data-parallel (`opd.distributed`); the teacher trains 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import opd
 from agent.commands import at_least, device_spec
+from agent.commands.run_dirs import add_run_arguments, run_dir, wandb_run
 
 CONFIGS = Path(opd.__file__).parent / "configs"
 DEFAULT_CONFIG = CONFIGS / "teacher.yaml"
@@ -26,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--envs", type=at_least(1), help="parallel envs (one backend object)")
     t.add_argument("--steps", type=at_least(1), help="RL env steps (decisions), summed over envs")
     t.add_argument("--seed", type=at_least(0), help="seed")
-    t.add_argument("--out", type=Path, default=Path("runs/teacher"), help="output directory")
+    add_run_arguments(t, "train_teacher")
     recipe = t.add_mutually_exclusive_group()
     recipe.add_argument("--config", type=Path, help="training config YAML (default opd/configs/teacher.yaml)")
     recipe.add_argument("--quick", action="store_true", help="a smoke test's size, about a minute on a CPU "
@@ -45,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--envs", type=at_least(1), help="parallel envs (one backend object)")
     s.add_argument("--steps", type=at_least(1), help="decisions (control periods), summed over envs")
     s.add_argument("--seed", type=at_least(0), help="seed")
-    s.add_argument("--out", type=Path, default=Path("runs/student"), help="output directory")
+    add_run_arguments(s, "train_student")
     recipe = s.add_mutually_exclusive_group()
     recipe.add_argument("--config", type=Path, help="training config YAML (default opd/configs/student.yaml)")
     recipe.add_argument("--quick", action="store_true", help="a smoke test's size: the tiny student, 640 "
@@ -90,12 +92,14 @@ def run(args: argparse.Namespace) -> int:
     if (device := device_name(args.device, world)) != "cpu":
         raise ValueError(f"--device {args.device} is {device}: the teacher learns on the CPU (--device cpu)")
     flags = given(sim=args.sim, num_envs=args.envs, total_steps=args.steps, seed=args.seed)
-    cfg = TeacherTrainConfig.from_yaml(
-        recipe(args, DEFAULT_CONFIG, "teacher_quick.yaml"), args.overrides, flags
-    )
-    teacher = TeacherTrainer(cfg, args.out).run()
+    path = recipe(args, DEFAULT_CONFIG, "teacher_quick.yaml")
+    cfg = TeacherTrainConfig.from_yaml(path, args.overrides, flags)
+    out = run_dir(args, "train_teacher", path.stem)
+    print(f"run directory: {out}", file=sys.stderr)
+    with wandb_run(args, out, cfg.model_dump(mode="json")):
+        teacher = TeacherTrainer(cfg, out).run()
     if teacher is None:  # stopped by SIGINT/SIGTERM after a checkpoint
-        print(f"interrupted; rerun the same command to resume from {args.out / 'checkpoints'}")
+        print(f"interrupted; resume with the same command and --out {out}")
         return 130
     print(f"wrote {teacher}")
     return 0
@@ -122,13 +126,16 @@ def run_student(args: argparse.Namespace) -> int:
     if device.type == "cuda":  # MuJoCo renders headless on this rank's GPU (before the sim loads it)
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("MUJOCO_EGL_DEVICE_ID", str(device.index))
-    with process_group(world, device):
-        trainer = StudentTrainer(cfg, args.out, world)
+    out = run_dir(args, "train_student", f"{path.stem}-{cfg.method}", world.size)
+    if world.is_main:
+        print(f"run directory: {out}", file=sys.stderr)
+    with process_group(world, device), wandb_run(args, out, cfg.model_dump(mode="json"), world.is_main):
+        trainer = StudentTrainer(cfg, out, world)
         student = trainer.run()
     if not world.is_main:
         return 0 if student is not None else 130
     if student is None:  # stopped by SIGINT/SIGTERM after a checkpoint
-        print(f"interrupted; rerun the same command to resume from {args.out / 'checkpoints'}")
+        print(f"interrupted; resume with the same command and --out {out}")
         return 130
     print(f"wrote {student}")
     if not args.no_export:
