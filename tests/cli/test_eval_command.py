@@ -93,10 +93,29 @@ def test_run_drives_the_committed_student_unless_given_a_config(tmp_path: Path, 
     cfg = run_command.session_config(args, committed_student=True)
     assert cfg.artifact_dir == tmp_path / "untrained" and exported == [(Path("tiny.yaml"), True)]
     assert cfg.precision == "int8"  # the untrained student's quantised encoder, as before
-    # `agent bench graph` keeps the untrained default: its published figures are of the small graph
-    bench = argparse.ArgumentParser()
-    run_command.add_graph_arguments(bench)
-    assert "untrained" in bench.format_help() and "committed OPD student" not in bench.format_help()
+
+
+def test_bench_graph_measures_the_committed_student_and_says_when_an_untrained_one_learns(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """`agent bench graph` used to default to a random student, saying it acted at random "until Online
+    Policy Distillation trains it", which only --learn does. Its default is the committed student now."""
+    from agent.commands import bench as bench_command
+
+    parser = argparse.ArgumentParser()
+    bench_command.add_arguments(parser)
+    cfg = run_command.session_config(parser.parse_args(["graph"]), committed_student=True)
+    assert cfg.artifact_dir == PROJECT_ROOT / "sim/robots/diffbot/student"
+    untrained = (tmp_path / "untrained", True)
+    monkeypatch.setattr("agent.sim_session.cached_artifact", lambda config, int8: untrained)
+    teacher = ("--teacher", str(DEFAULT_TEACHER))  # the untrained export is not read for its teacher
+    for extra, says in (
+        (("--drive", "student"), "--learn, Online Policy Distillation would train it"),
+        (("--drive", "opd", "--learn", *teacher), "until the opd node's learner trains it online"),
+    ):
+        args = parser.parse_args(["graph", "--config", "tiny.yaml", *extra])
+        run_command.session_config(args, committed_student=True)
+        assert says in capsys.readouterr().err
 
 
 def subcommand_help(what: str) -> str:

@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from agent.commands.run import add_graph_arguments
 
     g = sub.add_parser("graph", help="the ROS 2 graph on the MuJoCo default: latency, control rate, drops")
-    add_graph_arguments(g)
+    add_graph_arguments(g, committed_student=True)
     g.add_argument("--duration", type=float, default=60.0, help="wall seconds counted, after a warm-up")
     g.add_argument("--warmup", type=float, default=GRAPH_WARMUP_S, help="wall seconds run first, not counted")
     g.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
@@ -467,7 +467,7 @@ def run_graph(args: argparse.Namespace) -> int:
 
     if args.duration <= 0 or args.warmup < 0:
         raise ValueError("--duration must be > 0 and --warmup >= 0")
-    cfg = session_config(args)
+    cfg = session_config(args, committed_student=True)
     steal = StealMonitor()
     with ros_interruptible() as signals:
         session = SimSession(cfg)

@@ -6,8 +6,8 @@ Every node of `agent.graph` runs as the launch file would start it (`agent.sim_s
 plays the robot in real time. Ctrl-C or the end of --duration stops the graph and leaves the robot on the
 contract's safe action. Without --artifact it drives the committed OPD student (sim/robots/diffbot/student,
 what the main job runs); `--config C` without --artifact exports an untrained student of config C once
-into the cache instead (it acts at random). `agent bench graph` keeps the untrained default: its figures
-are of the small graph.
+into the cache instead (it acts at random). `agent bench graph` has the same default: its figures are of
+the graph the robot runs.
 """
 
 from __future__ import annotations
@@ -101,8 +101,11 @@ def session_config(
         precision = args.precision or "int8"
         config = args.config or DEFAULT_STUDENT_CONFIG.with_name("student_small.yaml")
         artifact, fresh = cached_artifact(config, int8=precision == "int8")
+        learns = args.learn and args.drive == "opd"
+        then = ("until the opd node's learner trains it online (--learn)" if learns else "(with --drive opd "
+                "--learn, Online Policy Distillation would train it as it runs)")  # fmt: skip
         print(f"{'exported' if fresh else 'using'} an untrained student ({config.name}) at {artifact}: it "
-              "acts at random until Online Policy Distillation trains it", file=sys.stderr)  # fmt: skip
+              f"acts at random {then}", file=sys.stderr)  # fmt: skip
     # OPD's gate executes the teacher too; the nodes resolve an unset teacher the same way (the artifact's,
     # else the committed one)
     needs_teacher = args.drive in ("teacher", "opd")
