@@ -44,7 +44,7 @@ def documented() -> list[tuple[str, str, bool]]:
         if not path.is_file():
             continue
         block = False
-        for line in path.read_text().splitlines():
+        for line in path.read_text().replace("\\\n", " ").splitlines():  # a shell line continued
             if line.startswith("```"):
                 block = not block
             elif block and line.lstrip().startswith("agent "):
