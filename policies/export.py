@@ -16,7 +16,7 @@ import platform
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -64,6 +64,7 @@ def export_artifact(
     novelty: Novelty | None = None,
     weights_named: dict[str, str] | None = None,
     camera: CameraModel | None = None,
+    on_stage: Callable[[str], None] = lambda stage: None,
 ) -> Path:
     """Build the models (loading weights when given), export them and write the manifest.
 
@@ -82,6 +83,7 @@ def export_artifact(
             gate that reads it on the live graph or in a replay then reads this one, not an untrained one.
         weights_named: what the manifest names as the source of the student and predictor weights, where the
             files passed are scratch copies (e.g. a run's checkpoint: `export_checkpoint`), not worth naming.
+        on_stage: told each stage as it starts (a command's progress: an export takes up to a minute).
         camera: the camera the student was trained with (`sim.real_robot_proxy.robot_camera`), written to
             `preprocessing.camera` for the robot's camera to be checked against; None writes none. Its size
             must be the image input's.
@@ -102,6 +104,7 @@ def export_artifact(
     if camera is not None and (camera.height, camera.width) != (image.height, image.width):
         raise ValueError(f"camera {camera.width}x{camera.height} px: the student's image input is "
                          f"{image.width}x{image.height} px; pass the camera it was trained with")  # fmt: skip
+    on_stage("building the models")
     torch.manual_seed(seed)
     student = StudentPolicy(student_cfg, contract).eval()
     predictor = StatePredictor(predictor_cfg).eval()
@@ -115,17 +118,19 @@ def export_artifact(
 
     with _written_atomically(out_dir) as tmp:
         encoder, head = student.deployed_encoder(), student.deployed_head()
-        models = {
-            "encoder": _export_onnx(encoder, tmp / "encoder.onnx"),
-            "policy": _export_onnx(head, tmp / "policy.onnx"),
-            "predictor": _export_onnx(predictor, tmp / "predictor.onnx", batch_axes=_predictor_axes()),
-        }
+        models = {}
+        for name, module, axes in (("encoder", encoder, None), ("policy", head, None),
+                                   ("predictor", predictor, _predictor_axes())):  # fmt: skip
+            on_stage(f"{name}.onnx")
+            models[name] = _export_onnx(module, tmp / f"{name}.onnx", batch_axes=axes)
         models["predictor"]["fields"] = list(privileged_fields)  # prediction's last axis, in order
+        on_stage("checking the graphs against TensorRT's operators")
         for name, entry in models.items():  # TensorRT refusals show here, on the CPU, not on the robot
             entry["tensorrt_problems"] = tensorrt_problems(tmp / entry["onnx"])
             if entry["tensorrt_problems"]:
                 log.warning("%s.onnx would not build with TensorRT 10: %s", name, entry["tensorrt_problems"])
         if int8:
+            on_stage("INT8 calibration of the encoder")
             feeds = (
                 load_calibration(Path(calibration))
                 if calibration

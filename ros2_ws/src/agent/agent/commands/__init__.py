@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 
 
 def at_least(minimum: int) -> Callable[[str], int]:
@@ -34,3 +36,18 @@ def device_spec(text: str) -> str:
 
 
 device_spec.__name__ = "device"
+
+
+@contextlib.contextmanager
+def stage_status(what: str) -> Iterator[Callable[[str], None]]:
+    """A rich spinner on stderr for a command's stages, each shown with when it began (stdout stays the
+    command's result); yields `stage(name)`. Off a terminal rich draws nothing: the log lines say the rest."""
+    from rich.console import Console
+
+    started = time.monotonic()
+    with Console(stderr=True).status(what) as status:
+
+        def stage(name: str) -> None:
+            status.update(f"{what}: {name} (at {time.monotonic() - started:.0f} s)")
+
+        yield stage

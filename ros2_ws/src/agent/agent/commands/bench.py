@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import at_least, device_spec
+from agent.commands import at_least, device_spec, stage_status
 
 if TYPE_CHECKING:  # both load rclpy or numpy, which `agent --help` does without
     from agent.host_steal import StealMonitor
@@ -243,7 +243,9 @@ def run_learner(args: argparse.Namespace) -> int:
     from policies.config import from_root
 
     config = args.config or from_root("opd/configs/student_transfer_wide.yaml")
-    result = bench_learner(config, rounds=args.rounds, updates=args.updates)
+    with stage_status(f"agent bench learner: {args.rounds} rounds of fp32 and bf16 updates") as stage:
+        stage("filling a store, then timing")
+        result = bench_learner(config, rounds=args.rounds, updates=args.updates)
     if args.json:
         print(json.dumps(result))
         return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agent.commands import at_least
+from agent.commands import at_least, stage_status
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,19 +63,21 @@ def run(args: argparse.Namespace) -> int:
     student_cfg = StudentConfig.from_yaml(args.config or DEFAULT_STUDENT_CONFIG)
     image = student_cfg.encoder.image
     proxy = ProxyConfig.from_yaml(args.proxy_config) if args.proxy_config else None
-    out = export_artifact(
-        args.out,
-        student_cfg=student_cfg,
-        contract=SkillContract.load(args.contract) if args.contract else None,
-        predictor_cfg=PredictorConfig.from_yaml(args.predictor_config) if args.predictor_config else None,
-        privileged_fields=robot_privileged_fields(args.sim_config),
-        student_weights=args.student_weights,
-        predictor_weights=args.predictor_weights,
-        int8=args.int8,
-        calibration=args.calibration,
-        seed=args.seed,
-        camera=robot_camera(image.height, image.width, proxy),
-    )
+    with stage_status(f"agent export {args.out}") as stage:
+        out = export_artifact(
+            args.out,
+            student_cfg=student_cfg,
+            contract=SkillContract.load(args.contract) if args.contract else None,
+            predictor_cfg=PredictorConfig.from_yaml(args.predictor_config) if args.predictor_config else None,
+            privileged_fields=robot_privileged_fields(args.sim_config),
+            student_weights=args.student_weights,
+            predictor_weights=args.predictor_weights,
+            int8=args.int8,
+            calibration=args.calibration,
+            seed=args.seed,
+            camera=robot_camera(image.height, image.width, proxy),
+            on_stage=stage,
+        )
     print(f"wrote {out}")
     return 0
 
@@ -91,7 +93,8 @@ def _from_run(args: argparse.Namespace) -> int:
         return 2
     try:
         options = {"int8": args.int8, "calibration": args.calibration}
-        out = export_checkpoint(args.from_run, args.out, args.step, **options)
+        with stage_status(f"agent export --from-run {args.from_run}") as stage:
+            out = export_checkpoint(args.from_run, args.out, args.step, on_stage=stage, **options)
     except ValueError as err:
         print(f"agent export: {err}", file=sys.stderr)
         return 2
