@@ -150,6 +150,7 @@ class RealtimeLoop:
         if robot.spec.num_envs != 1:
             raise ValueError(f"the real-time loop drives one env, the robot has {robot.spec.num_envs}")
         self.robot, self.cfg, self._emit, self._ready = robot, cfg, emit, ready
+        self.applied: AppliedAction | None = None  # what the robot stepped on last (robot thread)
         self.period_s = robot.spec.control_period_s
         contract = robot.spec.contract
         self._safe = (contract.safe_skill_id, contract.layout.defaults.copy())
@@ -335,6 +336,7 @@ class RealtimeLoop:
             if self._stopping.is_set():  # cut short by stop: no unpaced step on an unanswered command
                 break
             applied = self.robot.send_action(np.array([command[0]]), command[1][None])
+            self.applied = applied  # read on this thread, by the emit that follows (a video's overlay)
             obs = self.robot.step()
             with self._cond:
                 self._stats.cycles += 1

@@ -146,17 +146,25 @@ def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action_whatever_signals
     assert "Traceback" not in err.read_text()
 
 
-def test_the_main_job_runs_the_committed_opd_student_on_the_proxy_with_the_gate() -> None:
-    """`bash bootstrap.sh run`'s command, shortened: the committed student drives, the OPD gate reports."""
+def test_the_main_job_runs_the_committed_opd_student_on_the_proxy_with_the_gate(tmp_path: Path) -> None:
+    """`bash bootstrap.sh run`'s command, shortened: the committed student drives, the OPD gate reports;
+    with --video, an MP4 of the run (the camera beside a camera following the robot, 10 frames a second)."""
+    import imageio.v3 as iio
+
     from opd.live.loading import PROJECT_ROOT
 
     student = PROJECT_ROOT / "sim/robots/diffbot/student"
+    video = tmp_path / "run.mp4"
     out = agent("run", "--sim", "mujoco", "--proxy", "--drive", "opd", "--artifact", str(student),
-                "--duration", "8")  # fmt: skip
+                "--duration", "8", "--video", str(video))  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     last = [line for line in out.stdout.splitlines() if line.startswith("[opd]")][-1]
     assert "OPD gate: teacher on" in last and "decisions" in last  # the gate decided, and says how
     assert "robot left on the safe action (skill 2: stop)" in out.stdout
+    frames = iio.imread(video)  # (F, H, W, 3): the file is whole and plays
+    assert f"video: {len(frames)} frames in {video}" in out.stdout
+    assert len(frames) >= 20 and frames.shape[2] > frames.shape[1]  # the two views side by side
+    assert frames[:, :, : frames.shape[2] // 2].std() > 5  # a picture, not a blank
 
 
 class _StartingSession:

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import rclpy
@@ -48,6 +48,9 @@ from agent.graph.render import params_yaml
 from agent.recorder import BagRecorder, RecordingReport, RecordingStopped
 from agent.stop_signals import StopSignals
 from sim.robot_interface import AppliedAction
+
+if TYPE_CHECKING:  # made only for agent run --video: imageio and the third-person renderer load then
+    from agent.run_video import RunVideo
 
 GIL_SWITCH_S = 0.0005  # sys.setswitchinterval for the session's process, s (see the module doc)
 START_TIMEOUT_S = 120.0  # models load and the simulator connects within this, s
@@ -70,6 +73,7 @@ class SessionConfig:
     speed: float = 1.0  # real-time factor; 0 = lockstep (as fast as the graph answers)
     seed: int = 0  # seed of the first episode
     record: Path | None = None  # bag directory to write; None = no recording
+    video: Path | None = None  # MP4 of the robot as it runs (agent.run_video); None = none
 
     def params(self) -> dict:
         """The graph's parameter file with this session's choices applied."""
@@ -163,6 +167,8 @@ class SimSession:
             lambda label: self.bridge.set_controller_armed(label == "active")
         )
         self._baseline: Counter[str] = Counter()
+        self.video: RunVideo | None = None
+        self.video_summary = ""  # what the MP4 holds, once closed
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> dict[str, str]:
         """Spin until every node is active or has failed; returns the failures by node name.
@@ -185,7 +191,37 @@ class SimSession:
         optional = {"teacher"} if self.cfg.drive != "teacher" else set()
         if set(failed) - optional:
             raise RuntimeError("; ".join(f"{name}: {fault}" for name, fault in failed.items()))
+        if self.cfg.video is not None:
+            self.video = self._video(self.cfg.video)
         return failed
+
+    def _video(self, path: Path) -> RunVideo:
+        """The robot into an MP4 from now on: who decided the command the base follows, and what it is."""
+        from agent.run_video import RunVideo
+        from opd.episode_video import action_text
+
+        bridge, contract = self.bridge, self.bridge.robot_spec.contract
+
+        def who() -> str:
+            if bridge.loop.command_age_s() > bridge.command_timeout_s:
+                return "safe action (no command: the base's watchdog)"
+            if not bridge.controller_armed:
+                return "safe action (disarmed)"
+            opd, _ = self._opd_core()
+            last = getattr(opd, "last_gate", None)
+            if self.cfg.drive != "opd" or last is None:
+                return self.cfg.drive
+            return f"{'teacher' if last.use_teacher[0] else 'student'} ({last.reason[0]})"
+
+        def applied() -> str:
+            a = bridge.loop.applied
+            if a is None:  # before the first step: the robot starts on the safe action
+                return action_text(contract, contract.safe_skill_id, contract.layout.defaults)
+            return action_text(contract, int(a.skill[0]), a.params[0])
+
+        video = RunVideo(path, bridge.robot_spec.control_hz, who, applied)
+        bridge.release_hooks.append(video)
+        return video
 
     def spin(self, seconds: float) -> None:
         self.bringup.spin(seconds)
@@ -273,6 +309,8 @@ class SimSession:
             self.bringup.close()
         finally:
             report = self.recorder.stop() if self.recorder is not None else None
+            if self.video is not None:
+                self.video_summary = self.video.close()
             self._params_dir.cleanup()
         return self.bridge.parked, report
 

@@ -77,6 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_graph_arguments(parser, committed_student=True)
     parser.add_argument("--duration", type=float, help="stop after this many wall seconds; default: Ctrl-C")
     parser.add_argument("--record", type=Path, help="write a rosbag2 bag (MCAP) of every graph topic here")
+    parser.add_argument("--video", type=Path, metavar="PATH", help="also write an MP4: the camera frame the "
+                        "graph was sent beside a camera following the robot, who decided the command the "
+                        "base follows and what it is (10 frames a second; rendering costs CPU)")  # fmt: skip
 
 
 def session_config(
@@ -119,6 +122,7 @@ def session_config(
         artifact_dir=artifact, sim=args.sim, backend=args.backend, precision=precision,
         threads=args.threads, executor=args.executor, drive=args.drive, teacher=args.teacher,
         proxy=args.proxy, learn=args.learn, speed=args.speed, seed=args.seed, record=record,
+        video=getattr(args, "video", None),
     )  # fmt: skip
 
 
@@ -132,6 +136,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--duration must be > 0")
     if args.record is not None and args.record.exists():
         raise ValueError(f"--record {args.record}: exists already; the bag directory must be new")
+    if args.video is not None:
+        from sim.video import mp4_path
+
+        args.video = mp4_path(args.video)  # checked before anything starts
     cfg = session_config(args, args.record, committed_student=True)
     console = Console(soft_wrap=True)  # summary lines stay whole in logs and pipes
     # Ctrl-C and SIGTERM raise KeyboardInterrupt: the graph stops (robot parked) while the context is valid.
@@ -158,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
     if report is not None:
         style = "red" if sum(report.lost.values()) or report.failure else "green"
         console.print(f"[{style}]{report.summary()}[/{style}]")
+    if session.video_summary:
+        console.print(session.video_summary, markup=False, highlight=False)
     return failed
 
 

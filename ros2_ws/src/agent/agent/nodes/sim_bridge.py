@@ -23,6 +23,7 @@ cleanup closes the backend.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,8 @@ class SimBridgeNode(AgentNode):
         self.loop: RealtimeLoop | None = None
         self.parked: AppliedAction | None = None  # what deactivate left the robot on
         self.controller_armed = True  # whether unanswered periods are missed ones (see set_controller_armed)
+        # Called on the robot thread after each observation went out, with the robot (agent run --video).
+        self.release_hooks: list[Callable[[Release, RobotInterface], None]] = []
         self._repeated_seen = (
             0  # commands_repeated at the last diagnostics: repeats since then name the cause
         )
@@ -195,6 +198,8 @@ class SimBridgeNode(AgentNode):
         if r.new_proprio:
             x, y, yaw, v, w = obs.proprio[0, self.odom_columns]
             self.pubs[ODOM].publish(odometry_to_msg(x, y, yaw, v, w, epoch + float(obs.proprio_stamp_s[0])))
+        for hook in self.release_hooks:
+            hook(r, self.loop.robot)
 
     def _publish_sensors(self, r: Release, t: float) -> None:
         """The student's inputs: active skill, the new IMU samples (S, 6), then the new camera frame."""
