@@ -11,11 +11,18 @@ exact), and replay feeds teacher states up to
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from opd.distill.learner import Decision, OnlineDistillation
+
+if TYPE_CHECKING:
+    import torch
+
+    from opd.distill.onnx_acting import OnnxActing
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,7 @@ class StreamDecision:
     now: float  # when it was decided, s
     teacher_upto: float  # newest teacher stamp held when deciding, s (NaN: none)
     decision: Decision  # N = 1
+    version: int = -1  # the student version that acted in ONNX (0: the deployed artifact; -1: torch)
 
     @property
     def source(self) -> str:
@@ -48,6 +56,15 @@ class DecisionStream:
         self.learner = learner
         self.last_step = -1  # step of the last teacher state: a smaller one starts a new episode
         self.episodes: list[dict] = []  # summaries of finished episodes (`EpisodeMetrics.summary`)
+        self._offered: tuple[OnnxActing, dict[str, torch.Tensor] | None] | None = None
+        self._offer_lock = threading.Lock()
+
+    def offer(self, acting: OnnxActing, novelty: dict[str, torch.Tensor] | None = None) -> None:
+        """A student version to act with from the next frame on (any thread: the learner's receiver).
+        Taken at the start of a frame, so each decision names the one version it used (`version`), which
+        the node announces and replay swaps in at the same frame."""
+        with self._offer_lock:
+            self._offered = (acting, novelty)
 
     def on_teacher(self, stamp: float, skill: int, step: int, state: np.ndarray, now: float) -> bool:
         """The sim twin's true state (Dq,) at `stamp`: the frozen teacher acts on it and its entry joins the
@@ -76,13 +93,17 @@ class DecisionStream:
         """A state embedding (E,) measured at `stamp`: join the buffer, let the gate choose. None when the
         buffer refuses the frame (late, duplicate, non-finite: counted there)."""
         learner, t = self.learner, np.array([now])
+        with self._offer_lock:
+            offered, self._offered = self._offered, None
+        if offered is not None:
+            learner.act_in_onnx(*offered)
         frame = {"embedding": embedding[None]}  # (1, E)
         if not learner.observe_student(np.array([0]), np.array([stamp]), frame, t)[0]:
             return None
         upto = learner.buffers[0].newest_teacher
         decision = learner.act(t)
         learner.process_step(t, np.array([False]))
-        return StreamDecision(float(stamp), float(now), upto, decision)
+        return StreamDecision(float(stamp), float(now), upto, decision, learner.acting_version)
 
     def finish(self, now: float) -> None:
         """End the episode in progress (the recording ended): its summary joins `episodes`."""

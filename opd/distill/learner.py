@@ -47,6 +47,7 @@ from opd.distill.env_state import EnvState
 from opd.distill.gate import Gate
 from opd.distill.model_memo import ModelMemo
 from opd.distill.novelty import EnsembleNovelty
+from opd.distill.onnx_acting import OnnxActing
 from opd.distill.sample_store import SampleStore, StoreSpec
 from opd.distill.signal_mix import SignalMix
 from policies.state_predictor import StatePredictor
@@ -172,6 +173,7 @@ class OnlineDistillation:
         self.env = EnvState(num_envs, align.history, ec.embed_dim, align.horizon, self.contract,
                             self.teacher.new_memory(num_envs))  # fmt: skip
         self.memo: ModelMemo | None = None  # outputs computed ahead (`use_memo`)
+        self.onnx: OnnxActing | None = None  # the head and predictor acting in ONNX Runtime (`act_in_onnx`)
         # Parameter-error metric: the slots each skill owns (K, P) and the half-range of each slot (P,).
         head = self.teacher.head
         self._slot_masks = head.slot_mask(torch.arange(k)).numpy()
@@ -278,6 +280,8 @@ class OnlineDistillation:
         """The acting head on windows (M, W, E) float32: deployed skills (M,) and params (M, P) float64."""
         if self.memo is not None and (held := self.memo.get("head", frames)) is not None:
             return held
+        if self.onnx is not None:
+            return self.onnx.head_outputs(frames)
         dist = self.acting.act_dist(torch.from_numpy(frames).to(self.device))
         skill, params = self.acting.head.deterministic(dist)
         return skill.cpu().numpy(), params.double().cpu().numpy()
@@ -285,7 +289,16 @@ class OnlineDistillation:
     @torch.no_grad()
     def episode_head_outputs(self, episode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`head_outputs` of the window ending at each frame of one episode's embeddings (N, E) float32,
-        computed together (`FrameMemory.sliding`): for offline replay, which knows the episode ahead."""
+        computed together (`FrameMemory.sliding`): for offline replay, which knows the episode ahead.
+        Acting in ONNX: each window as live (W frames, zero rows before the first) through the graph, in
+        batches."""
+        if self.onnx is not None:
+            w, e = self.memory_frames, episode.shape[1]
+            padded = np.concatenate([np.zeros((w - 1, e), np.float32), episode])  # (W - 1 + N, E)
+            windows = np.lib.stride_tricks.sliding_window_view(padded, (w, e))[:, 0]  # (N, W, E), a view
+            outs = [self.onnx.head_outputs(np.array(windows[i : i + 256]))  # a copy of one batch only
+                    for i in range(0, len(windows), 256)]  # fmt: skip
+            return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
         emb = torch.from_numpy(episode).to(self.device)
         feats = emb if self.acting.memory is None else self.acting.memory.sliding(emb)  # (N, E)
         skill, params = self.acting.head.deterministic(self.acting.head(feats))
@@ -296,6 +309,8 @@ class OnlineDistillation:
         """The acting predictor on windows (M, T, E) float32: predictions (M, H, Dq), normalised units."""
         if self.memo is not None and (held := self.memo.get("predictor", windows)) is not None:
             return held[0]
+        if self.onnx is not None:
+            return self.onnx.predictions(windows)
         h0, c0 = (z.to(self.device) for z in self.acting_predictor.initial_state(len(windows)))
         pred, _, _ = self.acting_predictor(torch.from_numpy(windows).to(self.device), h0, c0)
         return pred.cpu().numpy()
@@ -465,6 +480,21 @@ class OnlineDistillation:
         if self.store is None:
             raise RuntimeError("this learner was built with learning=False: it keeps no samples")
         return self.store.spec.shapes()
+
+    def act_in_onnx(self, acting: OnnxActing | None, novelty: dict[str, torch.Tensor] | None = None) -> None:
+        """Act with `acting`'s head and predictor graphs (an artifact's or a learnt version's), and a novelty
+        gate with the ensemble weights `novelty` when given, from the next decision on: swapped under the
+        lock, so a decision sees the old version or the new one, never a mix. None: the torch acting copies.
+        The torch copies stay the learner's; only `sync_policy` / `set_acting` change those."""
+        with self.lock, torch.no_grad():
+            self.onnx = acting
+            if novelty is not None and self.acting_novelty is not None:
+                self.acting_novelty.load_state_dict(novelty)
+
+    @property
+    def acting_version(self) -> int:
+        """The student version acting in ONNX (0: the deployed artifact's own; -1: torch copies)."""
+        return -1 if self.onnx is None else self.onnx.version
 
     def use_memo(self, memo: ModelMemo | None) -> None:
         """Serve the frozen models' outputs from `memo` where it holds them (offline replay computes a whole

@@ -19,6 +19,7 @@ import torch
 from opd.distill.config import OPDConfig
 from opd.distill.from_artifact import learner_from_artifact
 from opd.distill.learner import OnlineDistillation
+from opd.distill.onnx_acting import OnnxActing
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.config import PROJECT_ROOT, from_root, load_yaml_mapping
 from policies.export import Novelty, export_head_version
@@ -67,19 +68,37 @@ def default_versions_dir(artifact: Artifact) -> Path:
 
 
 def load_learner(
-    artifact: Artifact, teacher: str | Path = "", opd_config: str | Path = "", learning: bool = True
-) -> OnlineDistillation:
+    artifact: Artifact, teacher: str | Path = "", opd_config: str | Path = "", learning: bool = True,
+    onnx: bool = False,
+) -> OnlineDistillation:  # fmt: skip
     """One-env learner on the artifact's head and predictor, the frozen teacher, the `opd:` section of a
     student training YAML (empty arguments: `default_teacher(artifact)`, opd/configs/live.yaml);
-    `learning=False`: it never updates and keeps no sample store."""
+    `learning=False`: it never updates and keeps no sample store; `onnx`: it acts with the artifact's ONNX
+    head and predictor (`opd.distill.onnx_acting`), as the live node and replay do."""
     path = Path(opd_config or DEFAULT_OPD_CONFIG)
     try:
         data, source = load_yaml_mapping(path, "opd_config")  # `extends:` resolved
     except OSError as err:
         raise ValueError(f"opd_config {path}: {err}") from None
     cfg = OPDConfig.from_dict(data.get("opd", {}), f"{source}: opd")
-    return learner_from_artifact(artifact, load_teacher(teacher or default_teacher(artifact)), cfg,
-                                 learning=learning)  # fmt: skip
+    learner = learner_from_artifact(artifact, load_teacher(teacher or default_teacher(artifact)), cfg,
+                                    learning=learning)  # fmt: skip
+    if onnx:
+        learner.act_in_onnx(OnnxActing(artifact))
+    return learner
+
+
+def acting_version(path: str | Path, base: Artifact) -> tuple[OnnxActing, dict[str, torch.Tensor] | None]:
+    """A student version of `base` as the OPD core acts with it: its ONNX head and predictor (and a novelty
+    gate's ensemble weights, where it carries them), its hashes verified on loading. A version of another
+    encoder (its embeddings would mean something else) or a corrupt one raises ValueError (ArtifactError
+    for a corrupt one), and the caller keeps acting with what it has."""
+    version = Artifact.load(path)
+    if version.encoder_hash != base.encoder_hash:
+        raise ValueError(f"{path}: its encoder is not the deployed one ({version.encoder_hash[:12]}... vs "
+                         f"{base.encoder_hash[:12]}...)")  # fmt: skip
+    novelty = None if version.weights.novelty is None else load_torch(version.weights.novelty)
+    return OnnxActing(version), novelty
 
 
 class VersionWriter:

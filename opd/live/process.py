@@ -2,10 +2,12 @@
 
 The opd node acts with its `OnlineDistillation` (built with `learning=False`: no store) and hands each
 aligned sample to a child process (`OnlineDistillation.attach_sink`). The child builds the same learner from
-the artifact, keeps the sample store, takes gradient steps (at most `max_rate_hz`, at most `max_share` of its
-time, at `nice`) and sends the acting weights back after each one; a receiver thread in the node swaps them
-into its acting copies under the learner's lock (`OnlineDistillation.set_acting`). Student versions are
-written by the child and announced by the node (`on_version`).
+the artifact, keeps the sample store and takes gradient steps (at most `max_rate_hz`, at most `max_share` of
+its time, at `nice`). A node acting in ONNX (`opd.distill.onnx_acting`, the live graph's) takes what it
+learnt as the student versions the child writes (`on_version`: the node loads each, hashes checked, and
+swaps it in between two decisions); a learner acting in torch takes the acting weights after each step
+instead (`send_weights`: a receiver thread swaps them into its acting copies under the learner's lock,
+`OnlineDistillation.set_acting`).
 
 Why a process: with the learner on a thread, its updates shared the node's interpreter (in `agent bench
 graph`, every node's), and the control loop paid for it. Measured on 2026-12-03, `agent bench graph --drive
@@ -49,6 +51,9 @@ class LearnerSpec:
     nice: int = 0  # the child's nice value (0-19: lowering a priority needs no privilege)
     versions_dir: str = ""  # where student versions go; empty: none are written
     version_every_s: float = 60.0  # seconds between versions
+    # after each update, send the acting weights (torch acting copies); False for a node acting in ONNX,
+    # which takes the learnt student as versions only (`opd.distill.onnx_acting`): the count goes instead
+    send_weights: bool = True
 
 
 def rest_s(period_s: float, elapsed_s: float, busy_s: float, max_share: float) -> float:
@@ -153,6 +158,8 @@ class LearnerProcess:
                 self.error = err
                 log.exception("OPD learner weights not taken; acting goes on with the last ones")
                 self._stop.value = 1  # the child stops; its later weights are read (it never blocks) unused
+        elif kind == "updates":
+            self.updates = data[0]
         elif kind == "version" and self.on_version is not None:
             try:
                 self.on_version(Path(data[0]), int(data[1]))
@@ -189,7 +196,10 @@ def _child_main(parent: int, spec: LearnerSpec, samples: Any, conn: Any, stop: A
             _take_samples(learner, samples)
             if learner.update():
                 # Blocks while the node's receiver is busy taking the last set: at most one set in flight.
-                conn.send(("weights", learner.updates, _as_arrays(learner.acting_state())))
+                if spec.send_weights:
+                    conn.send(("weights", learner.updates, _as_arrays(learner.acting_state())))
+                else:
+                    conn.send(("updates", learner.updates))
             busy = time.monotonic() - t0
             if writer is not None and writer.due():
                 writer.write(learner)  # in a grandchild process: not counted as busy

@@ -32,6 +32,7 @@ Three passes over the bag:
 from __future__ import annotations
 
 import bisect
+import json
 import logging
 import time
 from collections import Counter, defaultdict
@@ -48,7 +49,7 @@ from opd.distill.decision_stream import DecisionStream
 from opd.distill.gate import Gate, GateConfig
 from opd.distill.model_memo import ModelMemo
 from opd.evaluation import project_path
-from opd.live.loading import DEFAULT_OPD_CONFIG, default_teacher, load_learner
+from opd.live.loading import DEFAULT_OPD_CONFIG, acting_version, default_teacher, load_learner
 from opd.replay.bags.reader import BagError, BagInput, BagMessage, BagTopics, stamp_ns
 from opd.replay.summary import summarise
 from policies.artifact import MANIFEST, Artifact, sha256_file
@@ -195,6 +196,8 @@ class Recorded:
     # stamp ns -> (log time s, skill, params (P,)) of the first executed action with that stamp
     executed: dict[int, tuple[float, int, np.ndarray]] = field(default_factory=dict)
     gate: dict[int, dict[str, Any]] = field(default_factory=dict)  # stamp ns -> /opd/gate (msg_to_gate)
+    # stamp ns of the first frame a student version decided live -> (its number, its directory)
+    versions: dict[int, tuple[int, str]] = field(default_factory=dict)
 
 
 class Replay:
@@ -235,13 +238,17 @@ class Replay:
         emb_dim = self.artifact.embed_dim
         fields = self.artifact.model("predictor").get("fields") or []
         priv_names = privileged_names(fields)
-        roles = ("privileged", "teacher_action", "state", "executed", "gate")
+        roles = ("privileged", "teacher_action", "state", "executed", "gate", "version")
         # With --reuse-state the camera, IMU and skill are not needed: their stamps are read for the figures.
         sensors = ("imu", "active_skill")
         stamps_only = ("camera", *sensors) if self.reuse_state else ()
         for m in self._read(bag.messages(roles if self.reuse_state else (*roles, *sensors), stamps_only)):
             t1 = time.perf_counter()
             try:
+                if m.role == "version":  # a JSON note without a header (`agent.nodes.opd.announce_version`)
+                    note = json.loads(m.msg.data)
+                    rec.versions[stamp_ns(float(note["stamp"]))] = (int(note["number"]), str(note["path"]))
+                    continue
                 stamp = checked_stamp(m.stamp or m.msg.header.stamp)
                 if m.role == "gate":
                     rec.gate[stamp_ns(stamp)] = msg_to_gate(m.msg)
@@ -264,7 +271,7 @@ class Replay:
                     emb = self._recorded_embedding(m, emb_dim) if self.reuse_state else None
                     active = checked_skill_state(m.msg.skill, m.msg.progress, m.msg.step, c.num_skills)
                     rec.states.setdefault(stamp_ns(stamp), Frame(stamp, m.log_s, emb, active))
-            except (MessageError, ValueError) as err:
+            except (MessageError, ValueError, KeyError, TypeError) as err:
                 reason = err.reason if isinstance(err, MessageError) else "invalid"
                 bag.skips.add(m.topic, reason, m.log_s, str(err))
             self.timings["decode"] += time.perf_counter() - t1
@@ -384,7 +391,8 @@ class Replay:
             "opd_config": project_path(from_root(opd_config)),
             "teacher": project_path(from_root(teacher)),
         }
-        learner = load_learner(self.artifact, from_root(teacher), from_root(opd_config), learning=False)
+        learner = load_learner(self.artifact, from_root(teacher), from_root(opd_config), learning=False,
+                               onnx=True)  # as the live node acts  # fmt: skip
         carried = self.artifact.weights.novelty is not None
         if learner.acting_novelty is not None and not carried:
             log.warning(
@@ -440,6 +448,8 @@ class Replay:
                 _, _, t_skill, t_params = learner.last_actions(0)
                 teacher_actions[stamp_ns(stamp)] = (t_skill, t_params)
                 k += 1
+            if (version := rec.versions.get(stamp_ns(f.stamp))) is not None:
+                self._swap_version(stream, *version)
             decided = stream.on_frame(f.stamp, f.embedding, now)
             if len(rows) % 200 == 0:
                 self.progress("decide", len(rows), len(frames))
@@ -469,6 +479,23 @@ class Replay:
         return {"rows": rows, "episodes": stream.episodes, "counterfactual": cf_use, "preds": preds,
                 "teacher_actions": teacher_actions, "learner": learner,
                 "refusals": stream.refusals}  # fmt: skip
+
+    def _swap_version(self, stream: DecisionStream, number: int, path: str) -> None:
+        """A student version learnt live acts from this frame on, as it did live (its hashes checked). The
+        memo holds the deployed head's outputs: from here the head and predictor are computed per frame, as
+        live. A version no longer on disk (only the newest few are kept) is counted and the replay goes on
+        with the last one, so its decisions may then differ from the live ones."""
+        try:
+            stream.offer(*acting_version(from_root(path), self.artifact))
+        except (OSError, ValueError) as err:
+            self.counts["versions_missing"] += 1
+            log.warning("student version %d (%s) not loaded: %s; replay goes on with the last one", number,
+                        path, err)  # fmt: skip
+            return
+        self.counts["versions_swapped"] += 1
+        if self.memo is not None:
+            self.memo.tables["head"].clear()
+            self.memo.tables["predictor"].clear()
 
     @staticmethod
     def _schedule(rec: Recorded, frames: list[Frame], teacher: list[tuple]) -> list[tuple[float, int]]:

@@ -47,10 +47,10 @@ def test_nodes_topics_types_and_qos_match_the_graph(
     args = {"artifact_dir": str(contract_artifact), "params_file": str(params_file), "backend": "torch",
             "drive": "student", "autostart": "true"}  # fmt: skip
     with Bringup(context=ros_context, node_kwargs=models(fake_loader), sim=sim, **args) as bringup:
-        assert [n.get_name() for n in bringup.nodes] == [s.name for s in graph.nodes_for(sim)]
+        assert [n.get_name() for n in bringup.nodes] == [s.name for s in graph.nodes_for(sim, "student")]
         assert bringup.spin(60.0, until=lambda: all_active(bringup)), [n.fault for n in bringup.nodes]
         probe = bringup.nodes[0]
-        specs = graph.nodes_for(sim)
+        specs = graph.nodes_for(sim, "student")
         graph_nodes = {n.name for n in specs}
         want = {(t, n.name, side) for n in specs for side in ("pub", "sub")
                 for t in (n.publishes if side == "pub" else n.subscribes)}  # fmt: skip
@@ -203,7 +203,7 @@ def test_two_robots_run_side_by_side_in_their_namespaces(
         one.spin(0.01)  # starts its executors; `two.spin` starts the other's
         assert two.spin(10.0, until=lambda: all_active(one) and all_active(two))
         names = {(n.get_namespace(), n.get_name()) for n in one.nodes + two.nodes}
-        assert names == {(f"/{ns}", s.name) for ns in probes for s in graph.nodes_for("none")}
+        assert names == {(f"/{ns}", s.name) for ns in probes for s in graph.nodes_for("none", "student")}
         probe = probes["robot1"]
         probe.advertise("/camera/image_raw", "/imu/data")
         assert one.spin(5.0, until=lambda: probe.matched("/camera/image_raw", "/imu/data"))

@@ -67,8 +67,13 @@ def test_graph_is_consistent() -> None:
     for name in ("opd", "sim_bridge"):
         drive = graph.node(name).param("drive")
         assert drive.launch_arg == "drive" and drive.choices == graph.DRIVES == launch_args["drive"].choices
-    assert [n.name for n in graph.nodes_for("none")] == ["encoder", "policy", "opd"]
-    assert [n.name for n in graph.nodes_for("mujoco")] == names
+    assert [n.name for n in graph.nodes_for("none", "student")] == ["encoder", "policy", "opd"]
+    assert [n.name for n in graph.nodes_for("mujoco", "teacher")] == names
+    # drive opd: the OPD core computes the head and the teacher's action; no second copy runs beside it
+    assert [n.name for n in graph.nodes_for("mujoco", "opd")] == ["encoder", "opd", "sim_bridge"]
+    assert graph.nodes_for("none") == graph.nodes_for("none", "opd")
+    with pytest.raises(ValueError, match="choose one of"):
+        graph.nodes_for("mujoco", "nobody")
     with pytest.raises(ValueError, match="choose one of"):
         graph.nodes_for("gazebo")
 

@@ -49,7 +49,7 @@ def test_launch_description_starts_every_graph_node_with_its_arguments() -> None
     assert [n.node_executable for n in nodes] == [s.executable for s in graph.NODES]
     assert [n.node_package for n in nodes] == [graph.PACKAGE] * len(graph.NODES)
     for node, spec in zip(nodes, graph.NODES, strict=True):
-        assert (node.condition is not None) == spec.sim_only, spec.name
+        assert (node.condition is not None) == (spec.sim_only or bool(spec.off_with)), spec.name
     handlers = [e for e in description.entities if isinstance(e, RegisterEventHandler)]
     assert len(handlers) == len(graph.NODES)  # one activation per node; the arm switch's is conditional
 

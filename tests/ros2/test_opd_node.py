@@ -399,7 +399,8 @@ def test_a_novelty_gate_without_learning_is_warned_about(
 def test_learning_online_publishes_student_versions(
     start_opd: Start, tiny_artifact: Path, tmp_path: Path
 ) -> None:
-    """With `learn`, the learnt student is written as artifact versions (hashes, atomic) and announced."""
+    """With `learn`, the learnt student is written as artifact versions (hashes, atomic), acts in ONNX from
+    the next frame on, and is announced with the stamp of the first frame it decided."""
     from policies.artifact import Artifact
 
     cfg = opd_config(tmp_path)
@@ -407,11 +408,20 @@ def test_learning_online_publishes_student_versions(
     node, probe, executor, _ = start_opd(tiny_artifact, drive="opd", opd_config=cfg, learn=True,
                                          version_every_s=0.2, versions_dir=versions)  # fmt: skip
     probe.record("/agent/student_version")
-    # the export runs at nice 10: on a busy machine it waits for the CPU
-    assert spin_until(executor, lambda: probe.received["/agent/student_version"], timeout_s=180.0)
+    art = Artifact.load(tiny_artifact)
+    values = np.zeros(art.embed_dim, np.float32)
+    stamps, deadline = [], time.monotonic() + 180.0  # the export runs at nice 10: on a busy machine it waits
+    while not probe.received["/agent/student_version"] and time.monotonic() < deadline:
+        stamps.append(time.time())  # frames at ~10 Hz: a version is announced once one has decided
+        skill_state = (0, 0.0, len(stamps))
+        probe.publish(STATE, embedding_to_msg(values, stamps[-1], "", art.encoder_hash, skill_state))
+        spin_until(executor, lambda: False, timeout_s=0.1)
+    assert probe.received["/agent/student_version"]
     note = json.loads(probe.received["/agent/student_version"][-1].data)
     version = Artifact.load(note["path"])  # every hash verified
     assert note["number"] >= 1 and version.manifest["version"]["number"] == note["number"]
+    assert min(abs(note["stamp"] - t) for t in stamps) < 1e-6  # a frame's stamp, to the ns of its message
+    assert node.learner.acting_version >= note["number"]
     assert Path(note["path"]).parent == tmp_path / "versions"
     assert version.sha256("encoder.onnx") == Artifact.load(tiny_artifact).sha256("encoder.onnx")
 

@@ -85,6 +85,7 @@ class BagTopics(Config):
     state: str = "/agent/state"  # recorded state embeddings (--reuse-state; the live encoder's frames)
     executed: str = "/opd/action"  # the executed actions the live graph published
     gate: str = "/opd/gate"  # the live gate's decisions with their context
+    version: str = "/agent/student_version"  # versions learnt live, each with the frame it first acted on
     distro: Literal["humble", "jazzy", "kilted"] = "kilted"  # types of bags without embedded definitions
     namespace: str = Field("", pattern=r"^(/[A-Za-z_][A-Za-z0-9_]*)*$")  # prefixed to relative names
 

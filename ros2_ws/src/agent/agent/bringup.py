@@ -82,14 +82,15 @@ def create_nodes(
     context: Context | None = None,
     node_kwargs: dict[str, dict[str, Any]] | None = None,
 ) -> list[Node]:
-    """One node per graph node started for `args["sim"]`, with the parameter file and launch overrides.
+    """One node per graph node started for `args["sim"]` and `args["drive"]`, with the parameter file and
+    launch overrides.
 
     `node_kwargs` adds constructor arguments per node name (tests pass model doubles this way).
     """
     ros_args = ["--ros-args", "--params-file", args["params_file"]] if args["params_file"] else None
     nodes: list[Node] = []
     try:
-        for spec in graph.nodes_for(args["sim"]):
+        for spec in graph.nodes_for(args["sim"], args["drive"]):
             cls = _node_class(spec)
             extra = (node_kwargs or {}).get(spec.name, {})
             nodes.append(
@@ -132,7 +133,8 @@ class Bringup:
         self.armed = graph.armed(self.args)
         self.executors: list[Executor] = []
         self._threads: list[threading.Thread] = []
-        self._specs = list(graph.nodes_for(self.args["sim"]))  # of self.nodes, in order; none for extras
+        # of self.nodes, in order; none for extras
+        self._specs = list(graph.nodes_for(self.args["sim"], self.args["drive"]))
         for n in self.nodes:
             self._add_executor(n)
 

@@ -23,7 +23,6 @@ from launch.conditions import IfCondition
 from launch.events import matches_action
 from launch.substitutions import (
     LaunchConfiguration,
-    NotEqualsSubstitution,
     PathJoinSubstitution,
     PythonExpression,
 )
@@ -63,14 +62,23 @@ def _armed() -> IfCondition:
     ))  # fmt: skip
 
 
+def _started(spec: graph.NodeSpec) -> IfCondition | None:
+    """graph.nodes_for, as a launch condition: a simulator for a sim-only node, a drive it is not off with."""
+    terms: list = []
+    if spec.sim_only:
+        terms += ["'", LaunchConfiguration("sim"), "' != 'none'"]
+    if spec.off_with:
+        terms += [" and " if terms else "", "'", LaunchConfiguration("drive"), f"' not in {spec.off_with!r}"]
+    return IfCondition(PythonExpression(terms)) if terms else None
+
+
 def _node_and_transitions(spec: graph.NodeSpec) -> list:
     # Later entries win: launch-argument values override the parameter file.
     overrides = {"use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)}
     for p in spec.params:
         if p.launch_arg:
             overrides[p.name] = ParameterValue(LaunchConfiguration(p.launch_arg), value_type=p.type)
-    with_sim = IfCondition(NotEqualsSubstitution(LaunchConfiguration("sim"), "none"))
-    condition = with_sim if spec.sim_only else None
+    condition = _started(spec)
     node = LifecycleNode(
         package=graph.PACKAGE,
         executable=spec.executable,

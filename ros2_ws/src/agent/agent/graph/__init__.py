@@ -106,8 +106,9 @@ TOPICS: dict[str, Topic] = {
         Topic("/opd/gate", "agent_interfaces/msg/GateState", RELIABLE, 20.0,
               "OPD gate at each decision: source (student/teacher), reason, error, threshold, context"),
         Topic("/agent/student_version", "std_msgs/msg/String", LATCHED, 0.0,
-              "newest student version learnt online (drive opd, learn): JSON {number, path}, an artifact "
-              "directory with hashes that the policy node verifies and swaps to between two actions"),
+              "newest student version learnt online (drive opd, learn), announced by the opd node at the "
+              "first decision it made: JSON {number, path, stamp (that frame's, s)}, an artifact directory "
+              "with hashes; a policy node listening swaps to it between two actions"),
         Topic("/teacher/action", "agent_interfaces/msg/HybridAction", RELIABLE, 20.0,
               "teacher hybrid action on the sim twin's privileged state, stamped with that state"),
         Topic("/sim/privileged_state", "sensor_msgs/msg/JointState", RELIABLE, 20.0,
@@ -179,6 +180,10 @@ class NodeSpec:
     # (`armed`); until then it is configured and publishes no motion. An operator arms it with
     # `ros2 lifecycle set <ns>/opd activate` (or `agent arm`), and disarms it with `deactivate`.
     arms: bool = False
+    # Drives under which nothing executes what it computes, so it is not started: with drive opd the opd
+    # node's OPD core computes the student's head and the teacher's action itself, and a second copy of
+    # either beside it only took the control loop's CPU (issue 58).
+    off_with: tuple[str, ...] = ()
     executable: str = field(default="")  # console script under lib/agent; defaults to `name`
 
     def __post_init__(self) -> None:
@@ -302,9 +307,11 @@ NODES: tuple[NodeSpec, ...] = (
     ),
     NodeSpec(
         "policy", "agent.nodes.policy", "PolicyNode",
-        "state embedding -> hybrid action within the skill contract -> the student's proposal",
+        "state embedding -> hybrid action within the skill contract -> the student's proposal (not started "
+        "with drive opd: the opd node's OPD core computes the same head)",
         subscribes=("/agent/state", "/agent/student_version"),
         publishes=("/agent/action", "/diagnostics"),
+        off_with=("opd",),
         params=COMMON_PARAMS + (
             _ARTIFACT, _BACKEND, _THREADS,
             Param("input_timeout_s", 0.5, "no usable state embedding for this long -> safe action + ERROR",
@@ -384,9 +391,11 @@ NODES: tuple[NodeSpec, ...] = (
     ),
     NodeSpec(
         "teacher", "agent.nodes.teacher", "TeacherNode",
-        "teacher policy on the sim twin's privileged state -> teacher action",
+        "teacher policy on the sim twin's privileged state -> teacher action (not started with drive opd: "
+        "the OPD core runs the teacher the gate executes)",
         subscribes=("/sim/privileged_state",),
         publishes=("/teacher/action", "/diagnostics"),
+        off_with=("opd",),
         params=COMMON_PARAMS + (
             _ARTIFACT,
             Param("checkpoint", "", "teacher.pt (teacher.yaml beside it); empty = the teacher the artifact's "
@@ -408,11 +417,14 @@ def node(name: str) -> NodeSpec:
     raise KeyError(f"no node {name!r}; the graph has {[n.name for n in NODES]}")
 
 
-def nodes_for(sim: str) -> tuple[NodeSpec, ...]:
-    """Nodes started for a `sim` launch argument: the sim bridge and teacher only with a simulator."""
+def nodes_for(sim: str, drive: str = "opd") -> tuple[NodeSpec, ...]:
+    """Nodes started for the launch arguments `sim` and `drive`: the sim bridge and teacher only with a
+    simulator, and none under a drive it is `off_with`."""
     if sim not in SIMS:
         raise ValueError(f"sim = {sim!r}: choose one of {SIMS}")
-    return tuple(n for n in NODES if sim != "none" or not n.sim_only)
+    if drive not in DRIVES:
+        raise ValueError(f"drive = {drive!r}: choose one of {DRIVES}")
+    return tuple(n for n in NODES if (sim != "none" or not n.sim_only) and drive not in n.off_with)
 
 
 def armed(args: dict[str, str]) -> bool:

@@ -103,7 +103,12 @@ class OpdNode(ActingNode):
             from opd.live.process import LearnerProcess, LearnerSpec
 
             # acting only: with `learn`, the store and the gradient steps are the learner process's
-            self.learner = load_learner(artifact, s["teacher_checkpoint"], s["opd_config"], learning=False)
+            # the head and predictor act in ONNX Runtime (`opd.distill.onnx_acting`); learning reaches them
+            # as student versions
+            self.learner = load_learner(artifact, s["teacher_checkpoint"], s["opd_config"], learning=False,
+                                        onnx=True)  # fmt: skip
+            self.base_artifact = artifact
+            self.announced_version = 0
             self.embed_dim = self.learner.student.cfg.encoder.embed_dim
             self.encoder_hash = artifact.encoder_hash
             fields = artifact.model("predictor").get("fields") or []
@@ -113,11 +118,15 @@ class OpdNode(ActingNode):
                 versions = ""
                 if s["version_every_s"] > 0:
                     versions = str(s["versions_dir"] or default_versions_dir(artifact))
+                else:
+                    self.get_logger().warning("learn with version_every_s 0: no version is written, so what "
+                                              "is learnt never acts")  # fmt: skip
                 spec = LearnerSpec(
                     str(artifact.root), s["teacher_checkpoint"], s["opd_config"], max_share=s["learn_share"],
                     nice=s["learn_nice"], versions_dir=versions, version_every_s=s["version_every_s"],
+                    send_weights=False,
                 )  # fmt: skip
-                self.learner_process = LearnerProcess(self.learner, spec, self.announce_version)
+                self.learner_process = LearnerProcess(self.learner, spec, self.take_version)
             elif self.learner.acting_novelty is not None and artifact.weights.novelty is None:
                 self.get_logger().warning(
                     f"opd switch {self.learner.cfg.switch!r} without learn: the artifact holds no novelty "
@@ -205,11 +214,28 @@ class OpdNode(ActingNode):
         gate.header.stamp = header_stamp
         self.pub_gate.publish(gate)
         self.last_gate = decision
+        if decided.version > self.announced_version:
+            self.announce_version(decided)
 
-    def announce_version(self, path: Path, number: int) -> None:
-        """A student version was written (learner process): announce it, latched, to the policy node."""
-        self.pub_version.publish(String(data=json.dumps({"number": number, "path": str(path)})))
-        self.get_logger().info(f"student version {number}: {path}")
+    def take_version(self, path: Path, number: int) -> None:
+        """A student version was written (learner process; on its receiver thread): load it, hashes checked,
+        for the OPD core to act with from its next frame on. One that does not load is refused and the
+        current one keeps acting."""
+        from opd.live.loading import acting_version
+
+        try:
+            self.stream.offer(*acting_version(path, self.base_artifact))
+        except (OSError, ValueError) as err:  # ArtifactError is a ValueError
+            self.get_logger().error(f"student version {number} refused, the current one acts on: {err}")
+
+    def announce_version(self, decided: StreamDecision) -> None:
+        """The first decision with a new student version: announce it, latched, to the policy node, with
+        that decision's frame stamp (`stamp`, s), where `agent replay` swaps it in too."""
+        acting = self.learner.onnx
+        note = {"number": decided.version, "path": str(acting.artifact.root), "stamp": decided.stamp}
+        self.pub_version.publish(String(data=json.dumps(note)))
+        self.announced_version = decided.version
+        self.get_logger().info(f"student version {decided.version} acts: {acting.artifact.root}")
 
     def on_privileged(self, msg: JointState) -> None:
         """The sim twin's true state: the teacher entry of the OPD core (the frozen teacher acts on it)."""
@@ -282,7 +308,10 @@ class OpdNode(ActingNode):
         return f"drive {self.drive}: no {who} action for {now - last:.2f} s (timeout {timeout} s)"
 
     def health(self, now: float) -> list[tuple[str, Status]]:
-        teacher = self.teacher.status(now)
+        learner = self.learner  # read once: cleanup may clear it beside the diagnostics timer
+        # drive opd starts no policy or teacher node (`agent.graph.NodeSpec.off_with`): the OPD core acts as
+        # both, and the privileged state is the teacher's presence
+        teacher = (self.privileged if learner is not None else self.teacher).status(now)
         if teacher.level == Level.ERROR and self.source != TEACHER:
             # The student still acts without a teacher; there is just nothing to distil from.
             teacher = Status(Level.WARN, f"{teacher.message}; nothing to distil from", teacher.values)
@@ -297,13 +326,12 @@ class OpdNode(ActingNode):
             safe, period = self.contract.safe_skill, self.fallback.keepalive_s
             executed = Status(Level.ERROR, f"{self.silence(now)}; sending the safe action ({safe}), "
                               f"repeated every {period:g} s", executed.values)  # fmt: skip
-        out = [("state", self.state.status(now)), ("student_action", self.student.status(now)),
-               ("teacher_action", teacher), ("executed_action", executed)]  # fmt: skip
-        learner = self.learner  # read once: cleanup may clear it beside the diagnostics timer
         if learner is not None:
-            out += [("privileged_state", self.privileged.status(now)),
-                    ("gate", gate_health(learner, self.learner_process))]  # fmt: skip
-        return out
+            gate = gate_health(learner, self.learner_process)
+            return [("state", self.state.status(now)), ("privileged_state", teacher),
+                    ("executed_action", executed), ("gate", gate)]  # fmt: skip
+        return [("state", self.state.status(now)), ("student_action", self.student.status(now)),
+                ("teacher_action", teacher), ("executed_action", executed)]  # fmt: skip
 
     def summary(self) -> dict[str, str]:
         identity = {"host": self.host, "artifact": self.artifact_name or "(not configured)"}
