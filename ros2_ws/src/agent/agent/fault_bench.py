@@ -1,17 +1,18 @@
 """`agent bench faults`: the graph as separate node processes, one fault at a time, and what each costs.
 
-The five nodes run as `ros2 launch` starts them (`python -m agent.nodes.<name> --ros-args --params-file F`,
-the launch arguments as parameters), on the MuJoCo default behind the real-robot proxy, the opd node driving
-and learning (`learn`). This process watches them: `/opd/action` (the one command the robot follows),
-`/diagnostics`, and a bag of every topic (`BagRecorder`, whose sequence-gap counts are the data lost).
+The five nodes run as `ros2 launch` starts them (`agent.fault_graph`), on the MuJoCo default behind the
+real-robot proxy, the opd node driving and learning (`learn`). This process watches `/opd/action` (the one
+command the robot follows) and `/diagnostics`, timed by when they were sent, and records a bag of every
+topic (`BagRecorder`, whose sequence-gap counts are the data lost).
 
-Per fault: the stop latency (fault -> the first safe action on `/opd/action`; for the opd node itself, which
-sends it, the sim bridge's command watchdog, read from its `safe_steps` on /diagnostics every 0.1 s), the
-unsafe commands (non-safe ones answering an input older than 0.5 s when received, or sent while disarmed),
-the messages lost in its window and whether a report counts them, the recovery (restart -> commands flow
-again; a restarted opd node comes up disarmed and is armed by `agent.arming.set_armed`, the person), and
-whether what was written can be loaded. Faults 5-7 of issue 54 (clock jumps, discovery, CPU starvation) are
-not run here.
+Per fault: the stop latency (fault -> the first safe action sent on `/opd/action`), the unsafe commands
+(non-safe ones answering an input older than 0.5 s when sent, or sent once disarmed), the messages lost in
+its window and whether a report counts them, the recovery (restart -> commands flow again; a restarted opd
+node comes up disarmed and is armed by `agent.arming.set_armed`, the person), and whether what was written
+can be loaded. Two nodes need no stop of their own: the sim bridge is the robot (its world stops with its
+process, as a real base's firmware watchdog stops it when its driver dies), and the opd node is the one that
+sends stops (the sim bridge's command watchdog stops the base then, read from its `safe_steps` on
+/diagnostics every 0.1 s). Faults 5 (clock jumps) and 6 (discovery) of issue 54 are not run here.
 """
 
 from __future__ import annotations
@@ -22,27 +23,27 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
 
 from agent import graph
-from agent.arming import _call, set_armed
-from agent.messages import SOURCES, stamp_to_sec
+from agent.arming import set_armed
+from agent.fault_graph import GraphProcesses, Watch, configure
 from agent.recorder import BagRecorder
-from agent.ros_io import msg_class, qos_profile
+from agent.ros_io import msg_class
 
 NODES = ("sim_bridge", "teacher", "encoder", "policy", "opd")
-STALE_S = 0.5  # a non-safe command answering an input older than this is unsafe (the nodes' input timeout)
 WATCH_S = 3.0  # time each fault is watched before the node is restarted, s
 STEADY_TIMEOUT_S = 180.0  # commands must flow within this after a (re)start, s
 PERSON_S = 3.0  # a restarted opd node is watched this long before a person arms it, s
+PAUSE_S = 25.0  # a publisher gone this long leaves DDS discovery (Fast DDS's lease: 20 s), s
+LOAD_S = 10.0  # every core saturated this long by another process (fault 7), s
+_SPIN = (
+    "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass"
+)
 
 
 @dataclass
@@ -60,140 +61,6 @@ class FaultResult:
     note: str = ""
 
 
-class Watch:
-    """The bench's own node: every `/opd/action` and the `/diagnostics` values, with their arrival time."""
-
-    def __init__(self, context: Context) -> None:
-        self.node = Node("fault_bench", context=context, start_parameter_services=False)
-        self.actions: list[tuple[float, str, float]] = []  # (wall arrival, source, input stamp)
-        self.diag: list[tuple[float, str, dict[str, str], int]] = []  # (arrival, name, values, level)
-        self.lock = threading.Lock()
-        for name, cb in (("/opd/action", self._on_action), ("/diagnostics", self._on_diag)):
-            t = graph.TOPICS[name]
-            self.node.create_subscription(msg_class(t.msg_type), name, cb, qos_profile(t.qos))
-        version = graph.TOPICS["/agent/student_version"]
-        self.version_pub = self.node.create_publisher(
-            msg_class(version.msg_type), version.name, qos_profile(version.qos)
-        )
-        self.executor = SingleThreadedExecutor(context=context)
-        self.executor.add_node(self.node)
-        threading.Thread(target=self.executor.spin, daemon=True).start()
-
-    def _on_action(self, msg: object) -> None:
-        with self.lock:
-            self.actions.append((time.time(), SOURCES[msg.source], stamp_to_sec(msg.header.stamp)))
-
-    def _on_diag(self, msg: object) -> None:
-        now = time.time()
-        with self.lock:
-            for s in msg.status:  # the status line is kept under "" beside the values
-                values = {"": s.message, **{kv.key: kv.value for kv in s.values}}
-                self.diag.append((now, s.name, values, int.from_bytes(s.level)))
-
-    def flowing(self, since: float) -> float | None:
-        """Arrival of the first fresh non-safe command after `since`."""
-        with self.lock:
-            return next(
-                (t for t, src, stamp in self.actions if t > since and src != "safe" and t - stamp < STALE_S),
-                None,
-            )
-
-    def first_safe(self, since: float) -> float | None:
-        with self.lock:
-            return next((t for t, src, _ in self.actions if t > since and src == "safe"), None)
-
-    def unsafe(self, since: float, until: float, disarmed_from: float | None = None) -> int:
-        """Non-safe commands in (since, until] on stale input, or sent after `disarmed_from`."""
-        with self.lock:
-            return sum(
-                1
-                for t, src, stamp in self.actions
-                if since < t <= until
-                and src != "safe"
-                and (t - stamp >= STALE_S or (disarmed_from is not None and t > disarmed_from))
-            )
-
-    def bridge_safe_at(self, since: float) -> float | None:
-        """Arrival of the first sim bridge report after `since` whose `safe_steps` rose."""
-        with self.lock:
-            rows = [
-                (t, int(v["safe_steps"]))
-                for t, n, v, _ in self.diag
-                if "safe_steps" in v and "sim_bridge" in n
-            ]
-        before = max((s for t, s in rows if t <= since), default=0)
-        return next((t for t, s in rows if t > since and s > before), None)
-
-    def said(self, since: float, text: str) -> float | None:
-        """Arrival of the first diagnostics entry after `since` with `text` in a key or a value."""
-        with self.lock:
-            return next(
-                (t for t, _, v, _ in self.diag if t > since and text in " ".join([*v, *v.values()])), None
-            )
-
-
-class GraphProcesses:
-    """The graph's nodes as processes, started and restarted as the launch file starts them."""
-
-    def __init__(self, workdir: Path, artifact: Path, params: dict) -> None:
-        self.workdir, self.artifact = workdir, artifact
-        self.params_file = workdir / graph.PARAMS_FILE
-        self.params_file.write_text(yaml.safe_dump(params, sort_keys=False))
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def start(self, name: str, armed: bool = True) -> None:
-        launch_args = {
-            "artifact_dir": str(self.artifact),
-            "sim": "mujoco",
-            "drive": "opd",
-            "backend": "onnxruntime",
-        }
-        spec = next(n for n in graph.NODES if n.name == name)
-        declared = {p.name for p in spec.params} | {p.name for p in graph.COMMON_PARAMS}
-        cmd = [
-            sys.executable,
-            "-m",
-            f"agent.nodes.{name}",
-            "--ros-args",
-            "--params-file",
-            str(self.params_file),
-            "-p",
-            f"autostart:={'true' if armed else 'false'}",
-        ]
-        for key, value in launch_args.items():
-            if key in declared:
-                cmd += ["-p", f"{key}:={value}"]
-        log = (self.workdir / f"{name}.log").open("a")
-        self.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def kill(self, name: str) -> None:
-        self.procs[name].send_signal(signal.SIGKILL)
-        self.procs[name].wait()
-
-    def stop_all(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-
-    def learner_pid(self) -> int | None:
-        """The opd node's learner child (spawned: its command line runs `spawn_main`)."""
-        opd = self.procs["opd"].pid
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-                cmdline = (stat.parent / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if int(fields[1]) == opd and b"spawn_main" in cmdline:  # not its resource tracker
-                return int(stat.parent.name)
-        return None
-
-
 class FaultBench:
     """Runs the faults on one graph (see the module doc); `run()` returns a row per fault."""
 
@@ -206,12 +73,15 @@ class FaultBench:
         self.bag = BagRecorder(workdir / "bag", graph.TOPICS.values(), context)
 
     def run(self, kills: tuple[str, ...] = NODES) -> list[FaultResult]:
+        rows = self.killed_writes()
         for name in NODES:
             self.graph.start(name)
         try:
             self._steady(time.time())
-            rows = [self.kill_learner(), self.fill_disk(), self.bad_version("corrupt")]
-            rows += [self.bad_version("other encoder")] + [self.kill(name) for name in kills]
+            rows += [self.kill_learner(), self.fill_disk(), self.bad_version("corrupt")]
+            rows += [self.bad_version("other encoder"), self.saturate_cpu()]
+            rows += [self.pause(name) for name in ("teacher", "sim_bridge")]
+            rows += [self.kill(name) for name in kills]
         finally:
             self.graph.stop_all()
             report = self.bag.stop()
@@ -235,35 +105,40 @@ class FaultBench:
     def _lost(self) -> int:
         return sum(self.bag.lost().values()) + sum(self.bag.not_stored().values())
 
+    def _stop_note(self, t0: float, safe: float | None) -> str:
+        """When the base's last drive command was sent and how long it ran on it before the stop."""
+        if safe is None:
+            return "NO safe action"
+        last = self.watch.last_drive(safe)
+        if last is None:
+            return ""
+        when = f"{abs(last - t0) * 1e3:.0f} ms {'after' if last > t0 else 'before'} the fault"
+        return f"the last drive command {when}, the stop {(safe - last) * 1e3:.0f} ms after that command"
+
     def kill(self, name: str) -> FaultResult:
         """SIGKILL one node mid-run; restart it as the launch would (the opd node disarmed)."""
         lost0, t0 = self._lost(), time.time()
         self.graph.kill(name)
         time.sleep(WATCH_S)
-        safe = self.watch.bridge_safe_at(t0) if name == "opd" else self.watch.first_safe(t0)
-        needed = name not in ("policy", "teacher")  # drive opd acts on its own copy; the student acts alone
-        note = "" if needed else "no stop needed: fresh commands go on"
-        if name == "opd":
-            note = "stopped by the sim bridge's command watchdog"
-        unsafe = self.watch.unsafe(t0, time.time())
+        safe = self.watch.first_safe(t0)
+        stop_ms = None if safe is None else (safe - t0) * 1e3
+        if name in ("policy", "teacher"):  # drive opd acts on its own copy of the student and the teacher
+            note = "no stop needed: fresh commands go on"
+        elif name == "sim_bridge":
+            note = f"the base is this process: it stops with it; the opd node's stop {stop_ms:.0f} ms later"
+            stop_ms = 0.0
+        elif name == "opd":
+            base = self.watch.rose(t0, "sim_bridge", "safe_steps")
+            stop_ms = None if base is None else (base - t0) * 1e3
+            note = "stopped by the sim bridge's command watchdog (command_timeout_s 0.5 s, 0.1 s reports)"
+        else:
+            note = self._stop_note(t0, safe)
         restart = time.time()
+        unsafe = self.watch.unsafe(t0, restart)
         self.graph.start(name, armed=name != "opd")
         rearmed, arm_at = None, restart
         if name == "opd":
-            try:
-                self._wait_configured(restart)
-            except RuntimeError as err:  # e.g. no answer: reported in the row, the bench goes on
-                return FaultResult(
-                    f"SIGKILL {name}",
-                    None if safe is None else (safe - t0) * 1e3,
-                    unsafe,
-                    self._lost() - lost0,
-                    True,
-                    None,
-                    True,
-                    True,
-                    f"{note}; restart: {err}",
-                )
+            configure(self.context, "/opd", STEADY_TIMEOUT_S)
             time.sleep(PERSON_S)
             rearmed = self.watch.flowing(restart) is None  # nothing moved before a person armed it
             arm_at = time.time()
@@ -271,7 +146,7 @@ class FaultBench:
         flowing = self._steady(arm_at)
         return FaultResult(
             f"SIGKILL {name}",
-            None if safe is None else (safe - t0) * 1e3,
+            stop_ms,
             unsafe,
             self._lost() - lost0,
             True,
@@ -280,22 +155,6 @@ class FaultBench:
             True,
             note,
         )
-
-    def _wait_configured(self, since: float) -> None:
-        """Configure the restarted opd node, as the launch's configure event does (it does not arm)."""
-        from lifecycle_msgs.msg import Transition
-        from lifecycle_msgs.srv import ChangeState
-
-        request = ChangeState.Request()
-        request.transition.id = Transition.TRANSITION_CONFIGURE
-        node = Node(f"fault_bench_configure_{os.getpid()}", context=self.context)
-        executor = SingleThreadedExecutor(context=self.context)
-        executor.add_node(node)
-        try:
-            _call(node, executor, ChangeState, "/opd/change_state", request, 300.0)
-        finally:
-            executor.shutdown()
-            node.destroy_node()
 
     def kill_learner(self) -> FaultResult:
         """SIGKILL the opd node's learner child (its weights may be in flight): reported, acting goes on."""
@@ -324,7 +183,7 @@ class FaultBench:
             True,
             None,
             None,
-            True,  # it writes nothing itself; its versions are written atomically (fault 4, not run here)
+            True,
             note,
         )
 
@@ -349,13 +208,12 @@ class FaultBench:
         t0 = time.time()
         if rec.failure:
             set_armed("disarm", context=self.context)  # as `agent run` does: RecordingStopped parks the robot
-        disarmed = time.time()  # commands before this answered while armed
         time.sleep(1.0)
         report = rec.stop()
-        safe = self.watch.first_safe(t0)
+        safe = self.watch.first_safe(t0)  # the opd node's stop on deactivation: its last command
         ok = _readable(self.tmpfs / "bag")
         rearm_at = time.time()
-        rearmed = self.watch.flowing(disarmed) is None
+        rearmed = safe is not None and self.watch.flowing(safe) is None
         set_armed("arm", context=self.context)
         flowing = self._steady(rearm_at)
         # Not its sequence gaps: started mid-run, it counts what was published before it as missing.
@@ -363,7 +221,7 @@ class FaultBench:
         return FaultResult(
             "disk full while recording",
             None if safe is None else (safe - t0) * 1e3,
-            self.watch.unsafe(t0, rearm_at, disarmed_from=disarmed),
+            self.watch.unsafe(t0, rearm_at, disarmed_from=safe if safe is not None else t0),
             lost,
             bool(report.failure),
             flowing - rearm_at,
@@ -391,7 +249,7 @@ class FaultBench:
         msg.data = json.dumps({"number": 10**6 + len(kind), "path": str(path)})
         self.watch.version_pub.publish(msg)
         time.sleep(WATCH_S)
-        refused = self.watch.said(t0, "refused")
+        refused = self.watch.rose(t0, "policy", "rejected.refused")
         try:
             Artifact.load(self.artifact)
             base_ok = True
@@ -411,6 +269,71 @@ class FaultBench:
             base_ok,
             note + "; the old student acts (no stop needed)",
         )
+
+    def saturate_cpu(self) -> FaultResult:
+        """Every core busy with another process (one spinning process per core, nice 0) for LOAD_S."""
+        cores = len(os.sched_getaffinity(0))
+        lost0, t0 = self._lost(), time.time()
+        hogs = [subprocess.Popen([sys.executable, "-c", _SPIN, str(LOAD_S)]) for _ in range(cores)]
+        for hog in hogs:
+            hog.wait()
+        t1 = time.time()
+        flowing = self._steady(t1)
+        died = self.graph.died()
+        safe = self.watch.first_safe(t0)
+        stops, drives = self.watch.count(t0, t1, safe=True), self.watch.count(t0, t1, safe=False)
+        note = (
+            f"{cores} cores for {LOAD_S:g} s: {drives} drive commands and {stops} safe actions meanwhile; "
+            + (f"nodes DIED: {died}" if died else "no node died")
+        )
+        return FaultResult(
+            f"every core saturated {LOAD_S:g} s",
+            None if safe is None or safe > t1 else (safe - t0) * 1e3,
+            self.watch.unsafe(t0, time.time()),
+            self._lost() - lost0,
+            True,
+            flowing - t1,
+            None,
+            not died,
+            note,
+        )
+
+    def pause(self, name: str) -> FaultResult:
+        """Fault 6: a node's publishers vanish (SIGSTOP) past the DDS lease, then come back (SIGCONT) and
+        are discovered again; nothing restarts, nobody re-arms."""
+        lost0, t0 = self._lost(), time.time()
+        proc = self.graph.procs[name]
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(PAUSE_S)
+        back = time.time()
+        proc.send_signal(signal.SIGCONT)
+        safe = self.watch.first_safe(t0)
+        stop_ms = None if safe is None or safe > back else (safe - t0) * 1e3
+        if name == "teacher":  # the gate acts with the student meanwhile
+            note = (
+                "no stop needed: the student acts; " + self._stop_note(t0, safe) if safe else "no stop needed"
+            )
+        else:  # the base is frozen with its process; the stop is the opd node's, on its silent camera
+            note = f"the base is this process: frozen with it; {self._stop_note(t0, safe)}"
+        try:
+            recovery = self._steady(back) - back
+        except RuntimeError as err:
+            recovery, note = None, f"{note}; NOT BACK: {err}"
+        return FaultResult(f"{name} gone {PAUSE_S:g} s (SIGSTOP), back", stop_ms,
+                           self.watch.unsafe(t0, time.time()), self._lost() - lost0, True, recovery, None,
+                           True, note)  # fmt: skip
+
+    def killed_writes(self) -> list[FaultResult]:
+        """Fault 4: a checkpoint, a student version and an export each killed mid-write (no graph needed)."""
+        from opd.benchmark.killed_writes import run_all
+        from policies.artifact import Artifact
+
+        rows = []
+        for k in run_all(self.workdir / "writes", Artifact.load(self.artifact)):
+            rows.append(
+                FaultResult(f"SIGKILL mid-write: {k.write}", None, 0, 0, True, None, None, k.loadable, k.note)
+            )
+        return rows
 
 
 def _readable(bag: Path) -> bool:
