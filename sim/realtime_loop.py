@@ -85,6 +85,7 @@ class Release:
     new_proprio: bool  # likewise the odometry
     episode: int  # index of the episode the observation belongs to
     due_wall_s: float  # wall (system clock) time the observation describes, s
+    due_mono_s: float  # the same instant on the monotonic clock (the graph's stage marks use it), s
     epoch_s: float  # time base of the run: stamps are epoch_s + simulated time, s (wall time at the start)
     imu_only: bool = False  # only IMU samples that arrive before `obs` (see RealtimeLoop._stream_imu)
 
@@ -107,6 +108,9 @@ class LoopStats:
     outcomes: Counter[str] = field(default_factory=Counter)  # finished episodes by outcome name
     clipped: Counter[str] = field(default_factory=Counter)  # applied actions that differ from the command
     latency_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # answer published - due
+    # Of each latency's release: its wall time - its answer stamp's (the image's capture: behind the proxy,
+    # its camera latency and the wait for the tick that released it; 0 for a state), s
+    image_age_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
     # Monotonic time each latency was taken (its answer came), s: lines latencies up with the host's stalls.
     latency_at_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
     lateness_s: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # release - due
@@ -161,7 +165,8 @@ class RealtimeLoop:
         self._released = -1  # stamp (us) of the newest observation released
         self._stale = -1  # commands stamped at or before this (us) predate a reset or park: not applied
         self._command_mono = time.monotonic()  # when the last command was offered (monotonic), s
-        self._due: OrderedDict[int, float] = OrderedDict()  # answer stamp (us) -> due wall time, s
+        # answer stamp (us) -> (due wall time, the release's image age: LoopStats.image_age_s), s
+        self._due: OrderedDict[int, tuple[float, float]] = OrderedDict()
         self._overrun = False  # the last release came more than a period late (counted as its miss)
         self._armed = True  # the controller answers releases (see set_armed)
         self._stats = LoopStats(started_mono_s=time.monotonic())
@@ -258,7 +263,8 @@ class RealtimeLoop:
                 self._answered = key
             due = self._due.pop(key, None)
             if due is not None:
-                self._stats.latency_s.append(published_wall_s - due)
+                self._stats.latency_s.append(published_wall_s - due[0])
+                self._stats.image_age_s.append(due[1])
                 self._stats.latency_at_s.append(self._command_mono)
             self._cond.notify_all()
 
@@ -268,6 +274,7 @@ class RealtimeLoop:
             s = self._stats
             return replace(s, outcomes=s.outcomes.copy(), clipped=s.clipped.copy(),
                            latency_s=s.latency_s.copy(), latency_at_s=s.latency_at_s.copy(),
+                           image_age_s=s.image_age_s.copy(),
                            lateness_s=s.lateness_s.copy(),
                            missed_at_s=s.missed_at_s.copy())  # fmt: skip
 
@@ -394,6 +401,7 @@ class RealtimeLoop:
             new_proprio=obs.proprio_stamp_s[0] > self._last_proprio,
             episode=episode,
             due_wall_s=self._wall0 + (due_mono - self._mono0),
+            due_mono_s=due_mono,
             epoch_s=self._epoch,
         )
         if stopped:  # stopped before it was due: `obs` lies ahead of real time, so it is never released
@@ -415,7 +423,8 @@ class RealtimeLoop:
             if not obs.task.done[0]:
                 awaited = self._awaited(obs, release)
                 if awaited is not None:
-                    self._due[awaited] = release.due_wall_s
+                    age = (t - awaited / MATCH_US) / rtf if rtf > 0 else 0.0  # sim -> wall time
+                    self._due[awaited] = (release.due_wall_s, age)
                     while len(self._due) > _RECENT_ANSWERS:
                         self._due.popitem(last=False)
         self._emit(release)
@@ -439,10 +448,11 @@ class RealtimeLoop:
             if not due.any():
                 self._stopping.wait((arrivals[early].min() - now_s) / rtf)
                 continue
-            wall = self._wall0 + time.monotonic() - self._mono0
+            mono = time.monotonic()
             self._emit(Release(
                 obs=obs, imu=obs.imu[0, due], imu_stamps_s=stamps[due], new_image=False,
-                new_proprio=False, episode=episode, due_wall_s=wall, epoch_s=self._epoch, imu_only=True,
+                new_proprio=False, episode=episode, due_wall_s=self._wall0 + mono - self._mono0,
+                due_mono_s=mono, epoch_s=self._epoch, imu_only=True,
             ))  # fmt: skip
             self._last_imu = float(stamps[due][-1])
             early &= ~due

@@ -82,8 +82,8 @@ def test_run_with_the_teacher_driving_and_no_checkpoint_fails_with_one_clear_lin
 
 
 def test_bench_graph_prints_its_figures_as_json(tiny_artifact: Path) -> None:
-    out = agent("bench", "graph", "--artifact", str(tiny_artifact), "--drive", "student", "--warmup", "1",
-                "--duration", "4", "--json")  # fmt: skip
+    out = agent("bench", "graph", "--artifact", str(tiny_artifact), "--drive", "student", "--proxy",
+                "--warmup", "1", "--duration", "4", "--json")  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["duration_s"] >= 4.0 and result["backend"] == "onnxruntime" and result["drive"] == "student"
@@ -103,6 +103,22 @@ def test_bench_graph_prints_its_figures_as_json(tiny_artifact: Path) -> None:
     else:
         assert host is None
     assert "learner" not in result  # nothing learns beside a plain student
+    # Where the time goes: the frame's stages along its path add up to the tick -> action latency.
+    stages, total = result["stages_ms"], result["stages_total_ms"]
+    assert list(stages)[:4] == ["robot thread wake", "publish", "camera hop to encoder", "encoder callback"]
+    assert list(stages)[-1] == "publish /opd/action" and "policy decision" in stages
+    assert total["frames"] > 0 and all(0 <= s["p50"] <= s["p99"] for s in stages.values())
+    assert total["p50"] == pytest.approx(lat["p50"], rel=0.25, abs=1.0)
+    assert 0.5 * total["p50"] <= sum(s["p50"] for s in stages.values()) <= 1.5 * total["p50"]
+    # The true latency: the proxy's camera (120 ms behind, then the tick that releases the frame) on top.
+    age, true = result["image_age_at_release_ms"], result["image_to_command_ms"]
+    assert result["proxy_camera"]["latency_ms"] == 120.0 and 120.0 <= age["p50"] <= 200.0
+    assert true["p50"] == pytest.approx(lat["p50"] + age["p50"], abs=5.0)
+    cpu = result["cpu"]
+    assert cpu["per_cycle_ms"] > 0 and 0.0 < cpu["process_share"] <= 1.0
+    assert {"encoder", "policy", "opd", "sim_bridge robot thread"} <= set(cpu["threads"])
+    for share in cpu["threads"].values():
+        assert 0.0 <= share["core_share"] <= 1.0 and 0.0 <= share["process_share"] <= 1.0
 
 
 def test_bench_graph_with_learning_reports_the_learners_updates(tiny_artifact: Path) -> None:

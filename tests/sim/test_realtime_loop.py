@@ -72,6 +72,10 @@ def test_a_controller_that_answers_at_once_misses_nothing() -> None:
     assert len(s.missed_at_s) == s.overruns  # only releases the host made late, if any
     # Published after it was due: the due wall times come from a (monotonic, wall) pair read as one instant.
     assert len(s.latency_s) == s.commands and min(s.latency_s) > -1e-4
+    # each answered frame's age at its release (capture -> the tick after it): this camera has no latency
+    assert len(s.image_age_s) == len(s.latency_s) and all(0 <= a < loop.period_s for a in s.image_age_s)
+    offsets = [r.due_wall_s - r.due_mono_s for r in releases if not r.imu_only]  # one instant, two clocks
+    assert np.ptp(offsets) < 1e-6
     assert robot.x[0] > 0.0  # the commands were applied: the base drove
     frames = [r for r in releases if r.new_image]
     assert np.all(np.diff([r.obs.image_stamp_s[0] for r in frames]) > 0)

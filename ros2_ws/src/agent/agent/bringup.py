@@ -200,7 +200,9 @@ class Bringup:
                 bring_up(self.nodes[i], self._specs[i], self.armed)
             executor.spin()
 
-        thread = threading.Thread(target=run, name=f"executor-{i}", daemon=True)
+        # named after its node: its CPU time is the node's (`agent.thread_cpu`)
+        name = f"executor-{executor.get_nodes()[0].get_name()}"
+        thread = threading.Thread(target=run, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
 

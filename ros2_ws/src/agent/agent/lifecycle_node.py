@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from threading import Lock
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rclpy
 from rcl_interfaces.msg import SetParametersResult
@@ -42,6 +42,9 @@ from agent.graph import TOPICS, NodeSpec, Topic
 from agent.messages import MessageError
 from agent.ros_io import diagnostic_array, diagnostic_status, msg_class, param_descriptor, qos_profile
 from policies.stream_stats import Level, Status, StreamStats
+
+if TYPE_CHECKING:
+    from agent.stage_marks import StageMarks
 
 WARN_PERIOD_S = 5.0  # one warning per (stream, reason) per this many seconds; counters keep the full count
 # rclpy gives every publisher and subscription default event handlers (they log an incompatible QoS or
@@ -71,6 +74,8 @@ class AgentNode(LifecycleNode):
         # Called with each lifecycle state entered, from the thread that drove the transition (an in-process
         # session tells the robot whether its controller is armed: `agent.sim_session`).
         self.state_listeners: list[Callable[[str], None]] = []
+        # Where each frame's time goes, marked by an in-process benchmark's nodes (`agent.stage_marks`).
+        self.stage_marks: StageMarks | None = None
         self._params = {p.name: p for p in spec.params}
         self._widen_integer_overrides()
         for p in spec.params:

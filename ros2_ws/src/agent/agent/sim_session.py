@@ -113,6 +113,7 @@ class Progress:
     arm_state: str  # the arm switch's lifecycle state: active = armed
     latency_ms: np.ndarray  # image stamp -> command published, per answered observation, ms
     latency_at_s: np.ndarray  # monotonic time each of them was taken, s
+    image_age_ms: np.ndarray  # of each: image stamp -> its release (behind the proxy, the proxy's share), ms
     lateness_ms: np.ndarray  # observation released - due, ms
     missed_at_s: np.ndarray  # monotonic due time of each missed or overrun period, s
     dropped: Counter[str] = field(default_factory=Counter)  # rejected/dropped/lost, by "node: stream.reason"
@@ -253,6 +254,7 @@ class SimSession:
             arm_state=self.arm_switch.fault or self.arm_switch.lifecycle_state,
             latency_ms=np.array(s.latency_s) * 1e3,
             latency_at_s=np.array(s.latency_at_s),
+            image_age_ms=np.array(s.image_age_s) * 1e3,
             lateness_ms=np.array(s.lateness_s) * 1e3,
             missed_at_s=np.array(s.missed_at_s),
             dropped=+dropped,

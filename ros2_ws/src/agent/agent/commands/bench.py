@@ -464,6 +464,7 @@ def wait_for_learning(session: Any, timeout_s: float) -> None:
 def run_graph(args: argparse.Namespace) -> int:
 
     from agent.commands.run import session_config
+    from agent.graph_breakdown import GraphBreakdown
     from agent.host_steal import StealMonitor
     from agent.sim_session import SimSession, ros_interruptible
 
@@ -475,9 +476,11 @@ def run_graph(args: argparse.Namespace) -> int:
         session = SimSession(cfg)
         try:
             not_running = session.start()
+            breakdown = GraphBreakdown(session)
             session.spin(args.warmup)
             wait_for_learning(session, LEARNER_START_S)
             session.restart_counting()
+            breakdown.start()
             updates0 = session.learner_updates()
             steal.start()
             end = time.monotonic() + args.duration
@@ -489,6 +492,7 @@ def run_graph(args: argparse.Namespace) -> int:
                     line += f", host steal {steal.total_s() * 1e3:.0f} ms"
                 print(f"bench graph: {p.wall_s:.0f}/{args.duration:g} s, {line}", file=sys.stderr)
             progress = session.progress()
+            where = breakdown.figures(progress)  # before the graph stops: its threads' CPU time
             updates = None if updates0 is None else session.learner_updates() - updates0
             runtime = session.bringup.node("encoder").runtime
             # Wall time of a control period; lockstep (speed 0) has none.
@@ -500,7 +504,7 @@ def run_graph(args: argparse.Namespace) -> int:
     result = graph_figures(progress, cfg.backend, cfg.drive)
     result.update(precision=runtime.precision, image_hw=list(runtime.image_hw), threads=cfg.threads,
                   not_running=not_running, host=host_figures(steal, progress, period_s),
-                  targets=GRAPH_TARGETS)  # fmt: skip
+                  targets=GRAPH_TARGETS, **where)  # fmt: skip
     if updates is not None:  # --learn: the learning the control loop ran beside
         result["learner"] = {"updates": updates, "updates_per_s": round(updates / progress.wall_s, 2)}
     if args.json:
@@ -564,11 +568,13 @@ def host_figures(steal: StealMonitor, p: Progress, period_s: float | None) -> di
 
 
 def _print_graph(r: dict) -> None:
+    from agent.graph_breakdown import print_breakdown
+
     lat, jit = r["latency_ms"], r["jitter_ms"]
     height, width = r["image_hw"]
     print(f"graph on MuJoCo, {r['backend']} {r['precision']} {width}x{height}, driven by "
           f"{r['drive']}, {r['duration_s']:g} s counted")  # fmt: skip
-    print(f"  image stamp -> command: p50 {lat['p50']} ms, p99 {lat['p99']} ms, max {lat['max']} ms "
+    print(f"  release tick -> command: p50 {lat['p50']} ms, p99 {lat['p99']} ms, max {lat['max']} ms "
           f"(target p99 <= {GRAPH_TARGETS['latency_p99_ms']:g} ms)")  # fmt: skip
     print(f"  control loop: {r['control_rate_hz']:.2f} Hz, jitter p50 {jit['p50']} ms, p99 {jit['p99']} ms; "
           f"{r['missed_cycles']} missed of {r['cycles']} cycles")  # fmt: skip
@@ -582,7 +588,8 @@ def _print_graph(r: dict) -> None:
                      f"{host['missed_during_steal']} of the {r['missed_cycles']} missed ones")  # fmt: skip
         print(line)
         if (calm := host["latency_outside_steal_ms"]) is not None:
-            print(f"  outside steal ({calm['answers']} answers): image stamp -> command "
+            print(f"  outside steal ({calm['answers']} answers): release tick -> command "
                   f"p50 {calm['p50']} ms, p99 {calm['p99']} ms, max {calm['max']} ms")  # fmt: skip
+    print_breakdown(r)
     for name, why in r["not_running"].items():
         print(f"  {name} not running: {why}")

@@ -124,10 +124,13 @@ class EncoderNode(AgentNode):
         self.runtime = None
 
     def on_image(self, msg: Image, info: MessageInfo) -> None:
+        woke = time.monotonic()
         now = self.now_s()
         self._count_lost(self.camera, self.camera_gaps, info, now)
         try:
             stamp = checked_stamp(msg.header.stamp)
+            if self.stage_marks is not None:
+                self.stage_marks.mark("camera hop to encoder", stamp, woke)
             rgb = image_to_rgb(msg)
             if why := self.camera.check_stamp(stamp, now, self.future_tolerance_s):
                 raise MessageError("stamp", why)
@@ -267,6 +270,8 @@ class EncoderNode(AgentNode):
             self.warn_throttled("imu.gap", f"IMU window with a gap of {match.gap_s * 1e3:.0f} ms: it spans "
                                 f"{match.span_s * 1e3:.0f} ms instead of {nominal * 1e3:.0f} ms")  # fmt: skip
         self.pub.publish(embedding_to_msg(embedding, stamp, frame_id, self.encoder_hash, active))
+        if self.stage_marks is not None:
+            self.stage_marks.mark("encoder callback", stamp, time.monotonic())
         with self.lock:
             self.output.accept(stamp, self.now_s())
             self.encode_time.add(encode_s)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,7 @@ from agent.messages import (
     privileged_names,
 )
 from agent.node_process import run_node
+from agent.stage_marks import FINAL
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.stream_stats import Level, Status, StreamStats
 
@@ -179,9 +181,12 @@ class OpdNode(ActingNode):
 
     def on_state(self, msg: StateEmbedding) -> None:
         """A state embedding: with drive opd, a student frame for the OPD core, and its decision executed."""
+        woke = time.monotonic()
         now = self.now_s()
         try:
             stamp = checked_stamp(msg.header.stamp)
+            if self.stage_marks is not None and self.learner is not None:
+                self.stage_marks.mark("state hop to opd", stamp, woke)
             if why := self.state.check_stamp(stamp):
                 raise MessageError("stamp", why)
             learning = self.learner is not None
@@ -209,6 +214,8 @@ class OpdNode(ActingNode):
         with self.lock:
             self.state.accept(stamp, now)
         decision = decided.decision
+        if self.stage_marks is not None:
+            self.stage_marks.mark("opd decision", stamp, time.monotonic())
         self.execute(int(decision.skill[0]), decision.params[0], header_stamp, decided.source)
         gate = gate_state(decided)
         gate.header.stamp = header_stamp
@@ -270,9 +277,12 @@ class OpdNode(ActingNode):
         Action stamps need not increase: the policy interleaves safe actions stamped when sent with actions
         stamped with their (older) image.
         """
+        woke = time.monotonic()
         now = self.now_s()
         try:
             stamp = checked_stamp(msg.header.stamp)
+            if self.stage_marks is not None and topic == self.source:
+                self.stage_marks.mark("action hop to opd", stamp, woke)
             skill, params = self.codec.from_msg(msg)
         except MessageError as err:
             self.reject(stream, err, now)
@@ -292,6 +302,8 @@ class OpdNode(ActingNode):
     def publish(self, skill: int, params: np.ndarray, stamp: Time, source: str) -> None:
         """The executed action (within the contract) on /opd/action, then its Twist on /cmd_vel."""
         super().publish(skill, params, stamp, source)
+        if self.stage_marks is not None:  # a safe action's stamp (when sent) marks no frame
+            self.stage_marks.mark(FINAL, checked_stamp(stamp), time.monotonic())
         if self.cmd_stamped:
             now = self.get_clock().now().to_msg()
             self.pub_cmd.publish(self.mapping.twist_stamped(skill, params, now, self.base_frame_id))

@@ -85,9 +85,12 @@ class PolicyNode(ActingNode):
         self.runtime = None
 
     def on_state(self, msg: StateEmbedding) -> None:
+        woke = time.monotonic()
         now = self.now_s()
         try:
             stamp = checked_stamp(msg.header.stamp)
+            if self.stage_marks is not None:
+                self.stage_marks.mark("state hop to policy", stamp, woke)
             embedding = msg_to_embedding(msg, self.embed_dim, self.encoder_hash)  # (E,)
             if why := self.state_in.check_stamp(stamp, now, self.future_tolerance_s):
                 raise MessageError("stamp", why)
@@ -117,6 +120,8 @@ class PolicyNode(ActingNode):
         with self.lock:  # fresh only now that the model has used it
             self.state_in.accept(stamp, now)
             self.act_time.add(act_s)
+        if self.stage_marks is not None:
+            self.stage_marks.mark("policy decision", stamp, time.monotonic())
         if self.send(action, sec_to_stamp(stamp), "student", self.actions):
             self.get_logger().info("fresh state embeddings: acting")
 

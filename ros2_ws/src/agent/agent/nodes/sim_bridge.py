@@ -23,6 +23,7 @@ cleanup closes the backend.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -182,12 +183,15 @@ class SimBridgeNode(AgentNode):
         The inputs of whoever drives go out first: the other controller's work (the teacher's or the
         encoder's) then overlaps the driver's instead of delaying its inputs.
         """
+        woke = time.monotonic()
         obs, epoch = r.obs, r.epoch_s
         self.epoch_s = epoch
         if r.imu_only:  # samples that reached the controller before the observation (streamed on their own)
             self._publish_imu(r)
             return
         t = epoch + float(obs.time_s[0])
+        if self.stage_marks is not None and r.new_image and self.drive != "teacher":
+            self.stage_marks.begin(epoch + float(obs.image_stamp_s[0]), r.due_mono_s, woke)
         self.pubs[CLOCK].publish(Clock(clock=sec_to_stamp(t)))
         if self.drive == "teacher":
             self._publish_privileged(obs, t)
@@ -211,6 +215,8 @@ class SimBridgeNode(AgentNode):
         if r.new_image:
             stamp = epoch + float(obs.image_stamp_s[0])
             self.pubs[CAMERA].publish(rgb_to_image(obs.image[0], stamp))
+            if self.stage_marks is not None:
+                self.stage_marks.mark("publish", stamp, time.monotonic())
             self.pubs[CAMERA_INFO].publish(camera_info_msg(self.camera_model, stamp))
 
     def _publish_imu(self, r: Release) -> None:
