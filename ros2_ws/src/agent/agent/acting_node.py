@@ -3,8 +3,9 @@ executed action, and its /cmd_vel). The encoder, teacher and sim bridge act on n
 
 One rule for both: an action goes out only while the node is acting, and under `self.lock`, the lock the
 watchdog decides and sends the safe action under, so a safe action decided before an action went out never
-follows it. The watchdog (ROS clock, so it follows /clock with use_sim_time) sends the contract's safe
-action once the source has been silent for `input_timeout_s`, then every 1/`safe_keepalive_hz` s
+follows it. The watchdog (ticking on the steady clock, timing on the ROS clock, so it follows /clock with
+use_sim_time, and a system clock stepped back stops at once) sends the contract's safe action once the
+source has been silent for `input_timeout_s`, then every 1/`safe_keepalive_hz` s
 (`policies.safe_fallback.SafeFallback`). Deactivating (disarm, Ctrl-C, shutdown) ends acting and sends the
 safe action in one step under that lock, so it is the last action out.
 """
@@ -52,7 +53,10 @@ class ActingNode(AgentNode):
     def start_acting(self) -> None:
         """Actions may go out from now on; the watchdog runs."""
         self.acting = True
-        self.timer(self.watchdog_period_s, self.watchdog, self.io_group)
+        # Ticks on the steady clock; what it decides reads the ROS clock. A ROS-clock timer is due at a set
+        # system time, so a system clock stepped back 5 s (NTP, chrony) held the stop back 5.5 s (measured
+        # with libfaketime); ticking on, the fallback reads the step as silence and stops at once.
+        self.timer(self.watchdog_period_s, self.watchdog, self.io_group, steady=True)
 
     def stop_acting(self) -> None:
         """No action goes out from here on, even from a callback already running, but the safe action, now."""

@@ -155,9 +155,12 @@ class AgentNode(LifecycleNode):
         self._active_entities.append(sub)
         return sub
 
-    def timer(self, period_s: float, callback: Callable[[], None], group: CallbackGroup) -> Timer:
-        """ROS-clock timer (follows use_sim_time), alive while active."""
-        timer = self.create_timer(period_s, callback, group)
+    def timer(
+        self, period_s: float, callback: Callable[[], None], group: CallbackGroup, steady: bool = False
+    ) -> Timer:
+        """ROS-clock timer (follows use_sim_time), or a steady-clock one, alive while active."""
+        clock = Clock(clock_type=ClockType.STEADY_TIME) if steady else None
+        timer = self.create_timer(period_s, callback, group, clock=clock)
         self._active_entities.append(timer)
         return timer
 
