@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -79,3 +80,25 @@ def gather_to_main(obj: Any) -> list[Any] | None:
     out: list[Any] | None = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
     dist.gather_object(obj, out, dst=0)
     return out
+
+
+def all_gather(obj: Any) -> list[Any]:
+    """Every rank's `obj` on every rank, in rank order; `[obj]` alone. For what every rank must compute
+    alike from every rank's data (statistics), once in a while: it pickles."""
+    if not active():
+        return [obj]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def all_gather_rows(rows: np.ndarray, device: torch.device) -> np.ndarray:
+    """Every rank's `rows` (the same shape and dtype on each), concatenated in rank order along the first
+    axis, on every rank; `rows` alone. Shape: (R, ...) -> (ranks x R, ...). Each step's (tensors through
+    `device`: NCCL's collectives run on the GPU)."""
+    if not active():
+        return rows
+    mine = torch.from_numpy(np.ascontiguousarray(rows)).to(device)
+    parts = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, mine)
+    return torch.cat(parts).cpu().numpy()

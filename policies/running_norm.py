@@ -19,10 +19,13 @@ class RunningNorm(nn.Module):
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
         """Merge a batch into the statistics (Chan et al. parallel variance). Shape: (B, D)."""
-        n = x.shape[0]
-        if n == 0:
-            return
-        b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
+        if x.shape[0]:
+            self.merge(x.shape[0], x.mean(0), x.var(0, unbiased=False))
+
+    @torch.no_grad()
+    def merge(self, n: float | torch.Tensor, b_mean: torch.Tensor, b_var: torch.Tensor) -> None:
+        """Merge the statistics of `n` rows (their mean and biased variance, each (D,)) into these: a batch,
+        or another norm's statistics (one rank's, in a job of several)."""
         total = self.count + n
         delta = b_mean - self.mean
         self.mean += delta * (n / total).float()

@@ -9,6 +9,15 @@ actor, KL(anchor || actor) weighted by pi(k|s), so that a sharp critic cannot dr
 
 Acting explores with a straight-through Gumbel-softmax skill sample; the actor loss uses the exact
 expectation over the K skills instead of a Gumbel sample (K is small, and the expectation has no variance).
+
+Precision: float32 on every device, no autocast. The critics regress a soft Bellman target whose per-step
+reward is small beside Q (with gamma 0.97, Q sums ~33 decisions of reward): bfloat16's 8-bit mantissa
+rounds Q to ~1/256 of itself, ~13% of one decision's mean reward: coarser than the differences between
+the skills' and parameters' values that the actor follows, so the TD errors would drown in rounding.
+
+On N ranks (`distribute`): DistributedDataParallel over the actor, the twin critics and the temperatures,
+each rank learning from its own replay; the target critics and the anchor are Polyak copies of weights that
+are the same on every rank, so they stay the same without a collective of their own.
 """
 
 from __future__ import annotations
@@ -70,30 +79,93 @@ class QNetwork(nn.Module):
         return self.net(torch.cat([obs, onehot, params], dim=-1)).squeeze(-1)
 
 
+class TwinQ(nn.Module):
+    """The twin critics as one module, because DistributedDataParallel wraps one module per loss.
+    (obs (B, F), onehot (B, K), params (B, P)) -> (Q1 (B,), Q2 (B,))."""
+
+    def __init__(self, obs_dim: int, num_skills: int, num_params: int, hidden: list[int]) -> None:
+        super().__init__()
+        self.q1 = QNetwork(obs_dim, num_skills, num_params, hidden)
+        self.q2 = QNetwork(obs_dim, num_skills, num_params, hidden)
+
+    def forward(
+        self, obs: torch.Tensor, onehot: torch.Tensor, params: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.q1(obs, onehot, params), self.q2(obs, onehot, params)
+
+
+class Temperatures(nn.Module):
+    """log alpha of the skill and of the parameter part; forward: their loss from the entropies' gaps to
+    their targets (B,) each, as a module so that DDP averages its gradient over the ranks."""
+
+    def __init__(self, init_alpha: float) -> None:
+        super().__init__()
+        self.skill = nn.Parameter(torch.tensor(math.log(init_alpha)))
+        self.param = nn.Parameter(torch.tensor(math.log(init_alpha)))
+
+    def forward(self, skill_gap: torch.Tensor, param_gap: torch.Tensor) -> torch.Tensor:
+        return (self.skill * skill_gap).mean() + (self.param * param_gap).mean()
+
+
 class HybridSAC:
     """Learner with the house verbs: act, update (-> dict of losses), (load_)state_dict, get_policy."""
 
-    def __init__(self, actor: TeacherPolicy, cfg: SACConfig, reward_scale: torch.Tensor) -> None:
+    def __init__(
+        self,
+        actor: TeacherPolicy,
+        cfg: SACConfig,
+        reward_scale: torch.Tensor,
+        device: torch.device | None = None,
+    ) -> None:
+        """`actor` moves to `device` (default: the CPU), where every network of the learner lives; batches
+        and `reward_scale` are moved there as they come."""
         self.cfg = cfg
-        self.actor = actor
+        self.device = device = device or torch.device("cpu")
+        self.actor = actor.to(device)
         head = actor.head
         self.num_skills, self.num_params = head.num_skills, head.num_params
-        make_q = lambda: QNetwork(actor.obs_dim, self.num_skills, self.num_params, cfg.critic_hidden)  # noqa: E731
-        self.q1, self.q2 = make_q(), make_q()
+        self.critics = TwinQ(actor.obs_dim, self.num_skills, self.num_params, cfg.critic_hidden).to(device)
+        self.q1, self.q2 = self.critics.q1, self.critics.q2
         self.q1_target, self.q2_target = copy.deepcopy(self.q1), copy.deepcopy(self.q2)
         self.anchor = copy.deepcopy(actor).requires_grad_(False)
-        self.log_alpha_skill = torch.tensor(math.log(cfg.init_alpha), requires_grad=True)
-        self.log_alpha_param = torch.tensor(math.log(cfg.init_alpha), requires_grad=True)
+        self.temperatures = Temperatures(cfg.init_alpha).to(device)
+        self.log_alpha_skill, self.log_alpha_param = self.temperatures.skill, self.temperatures.param
+        # what computes each loss with gradients: the modules themselves, or their DDP wrappers (`distribute`)
+        self._actor: nn.Module = actor
+        self._critics: nn.Module = self.critics
+        self._temperatures: nn.Module = self.temperatures
         self.opt_actor = torch.optim.Adam(actor.parameters(), lr=cfg.lr_actor)
         self.opt_critic = torch.optim.Adam([*self.q1.parameters(), *self.q2.parameters()], lr=cfg.lr_critic)
         self.opt_alpha = torch.optim.Adam([self.log_alpha_skill, self.log_alpha_param], lr=cfg.lr_alpha)
-        self.reward_scale = reward_scale  # (T,) per-term multipliers, updated by the trainer
+        self.reward_scale = reward_scale.to(device)  # (T,) per-term multipliers, updated by the trainer
         self.skill_target = cfg.skill_entropy_target * math.log(self.num_skills)
         self.slots_per_skill = head.owner_onehot.sum(0)  # (K,)
         self.updates = 0
 
     def get_policy(self) -> TeacherPolicy:
         return self.actor
+
+    def distribute(self) -> None:
+        """Learn as one rank of a job (a process group is joined: `opd.distributed.process_group`):
+        DistributedDataParallel over the actor, the critics and the temperatures broadcasts rank 0's weights
+        now and averages every update's gradients; the target critics and the anchor restart from the
+        broadcast weights. The observation statistics are the trainer's to keep alike."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        # the actor: behaviour cloning leaves its log-std layer out (`bc_update`), the RL steps do not
+        # its buffers (observation statistics) are synced at the start only: the trainer keeps them alike
+        self._actor = DistributedDataParallel(self.actor, device_ids=ids, find_unused_parameters=True,
+                                              forward_sync_buffers=False)  # fmt: skip
+        self._critics = DistributedDataParallel(self.critics, device_ids=ids)
+        self._temperatures = DistributedDataParallel(self.temperatures, device_ids=ids)
+        with torch.no_grad():
+            for target, source in (
+                (self.q1_target, self.q1),
+                (self.q2_target, self.q2),
+                (self.anchor, self.actor),
+            ):
+                _polyak(target, source, 1.0)
 
     def act(self, features: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Explore (Gumbel-softmax skill, sampled parameters) or act greedily. (N, F) -> (N,), (N, P)."""
@@ -108,7 +180,7 @@ class HybridSAC:
     ) -> torch.Tensor:
         """min over the twin nets of Q(s, k, x_k) for every skill k. Shapes: (B, F), (B, P) -> (B, K)."""
         b, k = obs.shape[0], self.num_skills
-        eye = torch.eye(k)
+        eye = torch.eye(k, device=obs.device)
         onehot = eye.repeat(b, 1)  # (B*K, K), row b*K + j is skill j
         masks = eye @ self.actor.head.owner_onehot.T  # (K, P) slots of each skill
         x = (self._scaled_params(params).unsqueeze(1) * masks).reshape(b * k, -1)  # (B*K, P)
@@ -128,10 +200,11 @@ class HybridSAC:
         a freshly initialised critic would otherwise drag it off the demonstrations in the first updates.
         Returns the losses.
         """
+        batch = batch.to(self.device)
         obs = self.actor.norm(batch.obs)
         losses = self._critic_step(batch, obs)
         if actor:
-            losses.update(self._actor_step(obs))
+            losses.update(self._actor_step(batch.obs, obs))
         with torch.no_grad():
             _polyak(self.q1_target, self.q1, self.cfg.tau)
             _polyak(self.q2_target, self.q2, self.cfg.tau)
@@ -154,16 +227,17 @@ class HybridSAC:
             target = reward + self.cfg.gamma * (1.0 - batch.terminated) * v_n
         onehot = F.one_hot(batch.skill, self.num_skills).float()
         x = self._scaled_params(head.mask_params(batch.skill, batch.params)) * head.slot_mask(batch.skill)
-        q1, q2 = self.q1(obs, onehot, x), self.q2(obs, onehot, x)
+        q1, q2 = self._critics(obs, onehot, x)
         critic_loss = F.mse_loss(q1, target) + F.mse_loss(q2, target)
         self._step(self.opt_critic, critic_loss, [*self.q1.parameters(), *self.q2.parameters()])
         return {"loss/critic": critic_loss.item(), "q/mean": q1.mean().item()}
 
-    def _actor_step(self, obs: torch.Tensor) -> dict[str, float]:
-        """Actor (exact expectation over skills) and temperature step on normalised obs (B, F)."""
+    def _actor_step(self, raw_obs: torch.Tensor, obs: torch.Tensor) -> dict[str, float]:
+        """Actor (exact expectation over skills) and temperature step on the batch's obs (B, F), raw and
+        normalised (the actor normalises its own input)."""
         head = self.actor.head
         alpha_s, alpha_p = self.log_alpha_skill.exp().detach(), self.log_alpha_param.exp().detach()
-        dist = head(self.actor.trunk(obs))
+        dist = self._actor(raw_obs)
         sample = head.sample(dist)
         pi, logpi, lp = self._value_terms(dist, sample.logp_slots)
         self._critics_require_grad(False)  # the actor loss needs input gradients only: a third less work
@@ -178,9 +252,7 @@ class HybridSAC:
         skill_entropy = -(pi * logpi).sum(-1).detach()
         param_entropy = -(pi * lp).sum(-1).detach()
         param_target = self.cfg.param_entropy_target * (pi.detach() * self.slots_per_skill).sum(-1)
-        alpha_loss = (self.log_alpha_skill * (skill_entropy - self.skill_target)).mean() + (
-            self.log_alpha_param * (param_entropy - param_target)
-        ).mean()
+        alpha_loss = self._temperatures(skill_entropy - self.skill_target, param_entropy - param_target)
         self.opt_alpha.zero_grad()
         alpha_loss.backward()
         self.opt_alpha.step()
@@ -204,11 +276,16 @@ class HybridSAC:
         exactly, so the KL constraint of the RL phase holds the parameters near the cloned ones.
         """
         head = self.actor.head
-        dist = self.actor(batch.obs)
+        batch = batch.to(self.device)
+        # The loss leaves the log-std layer out, though the actor's output holds it: without gradients to
+        # accumulate, DDP (find_unused_parameters) skips it instead of waiting for its gradient.
+        head.log_std.requires_grad_(False)
+        dist = self._actor(batch.obs)
         skill_loss = F.cross_entropy(dist.logits, batch.skill)
         err = self._scaled_params(head.to_bounds(dist.mean)) - self._scaled_params(batch.params)  # (B, P)
         param_loss = (err**2 * head.slot_mask(batch.skill)).sum(-1).mean()
         self._step(self.opt_actor, skill_loss + param_loss, list(self.actor.parameters()))
+        head.log_std.requires_grad_(True)
         with torch.no_grad():
             _polyak(self.anchor, self.actor, 1.0)
         accuracy = (dist.logits.argmax(-1) == batch.skill).float().mean()

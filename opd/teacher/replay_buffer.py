@@ -31,6 +31,10 @@ class Batch:
         """One batch of the rows of several, in order. Shapes: (B_1 + ... + B_n, ...)."""
         return Batch(*(torch.cat([getattr(b, f) for b in batches]) for f in _FIELDS))
 
+    def to(self, device: torch.device) -> Batch:
+        """The same rows on `device` (no copy where they are already there)."""
+        return Batch(*(getattr(self, f).to(device) for f in _FIELDS))
+
 
 class ReplayBuffer:
     """Fixed-capacity ring of transitions."""

@@ -14,13 +14,21 @@ The recipe, and why (measured on the 2-core CPU this project targets):
    The teacher is still the hybrid-SAC policy: RL fine-tunes every weight, with the KL anchor starting
    at the cloned actor.
 
-Counting: `steps` are env steps (decisions) summed over envs; the demonstrations come on top.
+Counting: `steps` are env steps (decisions) summed over envs and ranks; the demonstrations come on top.
+
+On N ranks (torchrun or srun: `opd.world`), rsl_rl's way: each rank steps its own envs (rank r's env i draws
+from seed + r x num_envs + i, its demonstrations likewise) into its own replay, and the learner's updates are
+data-parallel (`HybridSAC.distribute`: DDP, gradients averaged, so weights, targets and temperatures stay the
+same on every rank). What must stay alike and is not a weight is made alike: the observation statistics of
+the demonstrations are merged over the ranks, and every rank's normaliser sees every rank's reward terms, so
+its scale, its breaker and its pauses (which updates run) are the same everywhere. Rank 0 alone logs,
+evaluates, writes the checkpoint and exports; each rank writes its own replay beside the checkpoint.
 
 Output directory layout (resumable; rerunning the same command continues from the last checkpoint):
     config.yaml                 resolved training config
     checkpoints/step_XXXXXXXXX.pt + .yaml   learner state (weights only) and the config beside it
-    checkpoints/replay.npz      online replay buffer at the last checkpoint
-    checkpoints/demos.npz       the demonstrations (written once, before RL)
+    checkpoints/replay.npz      online replay buffer at the last checkpoint (rank R > 0: replay.rankR.npz)
+    checkpoints/demos.npz       the demonstrations, written once before RL (rank R > 0: demos.rankR.npz)
     teacher.pt, teacher.yaml    the final actor (weights only) and what is needed to rebuild it
     tb/                         TensorBoard scalars; breaker/ circuit-breaker dumps
 """
@@ -40,20 +48,23 @@ import torch
 import yaml
 from pydantic import Field
 
+from opd.distributed import all_gather, all_gather_rows, any_rank, barrier, gather_to_main
 from opd.evaluation import training_reset_seed
 from opd.runs import checkpoint_path, checkpoints, phase_progress, run_resumably
 from opd.teacher.hybrid_sac import HybridSAC, SACConfig
 from opd.teacher.replay_buffer import Batch, ReplayBuffer
 from opd.teacher.reward_normalizer import RewardNormalizer, RewardNormConfig
+from opd.world import DEVICE_PATTERN, World, torch_device
 from policies.config import Config, from_root
 from policies.files import atomic_path
+from policies.running_norm import RunningNorm
 from policies.teacher_policy import TeacherConfig, TeacherPolicy
 from policies.torch_files import load_torch
 
 log = logging.getLogger(__name__)
 
 ENV_IDS = {"mujoco": "agent/DiffBotPrivileged-v0", "isaacsim": "agent/DiffBotPrivilegedIsaac-v0"}
-DEMO_SEED_OFFSET = 1_000  # demonstration episodes use seeds seed + 1000 + i, apart from the RL envs' seed + i
+DEMO_SEED_OFFSET = 1_000  # demonstrations use seeds seed + 1000 + i, apart from the RL envs' seed + i
 # In-training evaluations use their own seeds: the teacher kept for export is chosen on them, and
 # `agent eval teacher` (opd.evaluation.EVAL_SEED) then reports on episodes the choice never saw.
 SELECT_SEED_OFFSET = 2_000
@@ -62,7 +73,8 @@ SELECT_SEED_OFFSET = 2_000
 class DemoConfig(Config):
     """Demonstrations of the scripted privileged controller that bootstrap RL (0 episodes = none)."""
 
-    episodes: int = Field(200, ge=0)  # scripted episodes collected before RL, summed over envs
+    # each of N ranks collects ceil(episodes / N) of them, from its own seeds
+    episodes: int = Field(200, ge=0)  # scripted episodes collected before RL, summed over envs and ranks
     batch_fraction: float = Field(0.5, ge=0, lt=1)  # share of each update batch drawn from them (RLPD), 1
     bc_updates: int = Field(3_000, ge=0)  # behaviour-cloning steps of the actor before RL, updates
 
@@ -72,14 +84,18 @@ class TeacherTrainConfig(Config):
 
     sim: Literal["mujoco", "isaacsim"] = "mujoco"  # simulator backend
     sim_config: str | None = None  # sim YAML (None = the backend's default)
-    num_envs: int = Field(16, ge=1)  # envs in the one vector env (one backend object)
+    num_envs: int = Field(16, ge=1)  # envs in the one vector env (one backend object), per rank
+    # Every step count below (total, starts, periods) is summed over envs and ranks.
     total_steps: int = Field(200_000, ge=1)  # RL env steps (decisions), summed over envs
-    seed: int = 0  # seeds torch, the sampler, the demonstrations and the envs (env i: seed + i)
+    seed: int = (
+        0  # seeds torch, the sampler, the demonstrations and the envs (rank r's env i: seed + r*N + i)
+    )
     random_steps: int = Field(0, ge=0)  # uniform random actions first, env steps (useful without demos)
     learning_starts: int = Field(2_000, ge=0)  # online env steps before the first (critic) update
     # The critics first learn the value of the cloned actor from its own rollouts and the demonstrations;
     # a random critic would pull the actor off the demonstrations in the first updates.
     actor_starts: int = Field(10_000, ge=0)  # online env steps before the actor and temperatures update
+    # On N ranks an update takes N batches (one per rank) and counts once: per env step of one rank.
     updates_per_step: float = Field(0.25, gt=0)  # gradient updates per env step, updates
     buffer_size: int = Field(500_000, ge=1)  # online replay capacity, transitions
     checkpoint_every: int = Field(25_000, ge=1)  # env steps between checkpoints
@@ -89,6 +105,9 @@ class TeacherTrainConfig(Config):
     eval_every: int = Field(0, ge=0)  # env steps between greedy evaluations (0 = off: export the last)
     eval_episodes: int = Field(50, ge=1)  # seeded episodes per evaluation
     threads: int = Field(1, ge=1)  # torch CPU threads of the learner (1 keeps runs bitwise reproducible)
+    # where the learner's networks learn and act: auto (this rank's GPU, cuda:LOCAL_RANK, when there is one),
+    # cpu, cuda, cuda:N; the envs step on the CPU
+    device: str = Field("auto", pattern=DEVICE_PATTERN)
     teacher: TeacherConfig = Field(default_factory=TeacherConfig)
     sac: SACConfig = Field(default_factory=SACConfig)
     reward: RewardNormConfig = Field(default_factory=RewardNormConfig)
@@ -109,13 +128,21 @@ def make_vec_env(cfg: TeacherTrainConfig, autoreset: gym.vector.AutoresetMode) -
 class TeacherTrainer:
     """Owns env, learner, buffers, normaliser and logging; `run()` trains to `total_steps`."""
 
-    def __init__(self, cfg: TeacherTrainConfig, out_dir: Path) -> None:
+    def __init__(self, cfg: TeacherTrainConfig, out_dir: Path, world: World | None = None) -> None:
+        """`world`: this rank's place in the job (default: the launcher's, `World.from_env`); a world of
+        several ranks learns data-parallel and needs its process group joined
+        (`opd.distributed.process_group`)."""
         self.cfg, self.out = cfg, Path(out_dir)
+        self.world = world = world or World.from_env()
+        self.device = torch_device(cfg.device, world)
         (self.out / "checkpoints").mkdir(parents=True, exist_ok=True)
-        cfg.to_yaml(self.out / "config.yaml")
-        torch.manual_seed(cfg.seed)
+        if world.is_main:
+            cfg.to_yaml(self.out / "config.yaml")
+        torch.manual_seed(
+            cfg.seed + world.rank
+        )  # each rank explores its own way (DDP broadcasts rank 0's init)
         torch.set_num_threads(cfg.threads)
-        self.rng = np.random.default_rng(cfg.seed)
+        self.rng = np.random.default_rng(cfg.seed + world.rank)  # this rank's random actions and batches
         # SAME_STEP: a finished env restarts at once and its final observation comes in `info`.
         self.envs = make_vec_env(cfg, gym.vector.AutoresetMode.SAME_STEP)
         self.spec = self.envs.unwrapped.robot.spec
@@ -123,17 +150,22 @@ class TeacherTrainer:
         self.obs_dim = len(self.spec.privileged_fields) + self.contract.num_skills
         self.term_names = self.spec.reward_terms
         weights = self.envs.unwrapped.config.task.rewards.model_dump()
-        self.normalizer = RewardNormalizer(
-            self.term_names, weights, cfg.reward, self.out / "breaker", cfg.teacher.action_repeat
-        )
+        self.normalizer = RewardNormalizer(self.term_names, weights, cfg.reward,
+                                           self.out / "breaker" if world.is_main else None,
+                                           cfg.teacher.action_repeat)  # fmt: skip
         actor = TeacherPolicy(self.obs_dim, self.contract, cfg.teacher, self.spec.privileged_fields)
-        self.sac = HybridSAC(actor, cfg.sac, torch.tensor(self.normalizer.scale(), dtype=torch.float32))
+        scale = torch.tensor(self.normalizer.scale(), dtype=torch.float32)
+        self.sac = HybridSAC(actor, cfg.sac, scale, self.device)
+        if world.distributed:
+            self.sac.distribute()
         sizes = (self.obs_dim, self.contract.num_params, len(self.term_names))
         self.buffer = ReplayBuffer(cfg.buffer_size, *sizes)
+        self.demo_episodes = -(-cfg.demos.episodes // world.size)  # this rank's share, rounded up
         # demonstrations: `episodes` finished ones plus those in flight when the last one ends
         max_decisions = int(np.ceil(self.envs.unwrapped.config.task.time_limit_s * self.spec.control_hz
                                     / cfg.teacher.action_repeat))  # fmt: skip
-        self.demos = ReplayBuffer(max(1, (cfg.demos.episodes + cfg.num_envs) * max_decisions), *sizes)
+        self.demos = ReplayBuffer(max(1, (self.demo_episodes + cfg.num_envs) * max_decisions), *sizes)
+        self.first_env = cfg.seed + world.rank * cfg.num_envs  # the seed of this rank's env 0
         self.steps = 0
         self.best = (-1.0, 0)  # (greedy success rate, step) of the best evaluated actor so far
         self._bar: Any = None  # (rich Progress, task) of the training loop while it runs
@@ -142,6 +174,7 @@ class TeacherTrainer:
         self.outcomes: Counter[str] = Counter()  # how episodes ended, since the start of this process
         self._ep_return = np.zeros(cfg.num_envs)
         self.sightings = self.sac.actor.new_memory(cfg.num_envs)  # a remembering view's state, per env
+        self._stopped = False  # a signal stopped training on some rank (all ranks agree on it)
 
     def features(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """Teacher input (N, F) of a batched observation (through the sightings of a remembering view)."""
@@ -152,17 +185,30 @@ class TeacherTrainer:
 
         SIGINT/SIGTERM stop the job at the next env step with a checkpoint; it then returns None.
         """
-        if not self._resume() and self.cfg.demos.episodes > 0:
+        try:
+            resumed = self._resume()
+        except BaseException:
+            self.envs.close()
+            raise
+        log.info("rank %d of %d learning on %s", self.world.rank, self.world.size, self.device)
+        if not resumed and self.cfg.demos.episodes > 0:
             self.bootstrap()
             self.save_checkpoint()
         steps = lambda: self.steps  # noqa: E731
         return run_resumably(self.out, self._train_and_evaluate, self.save_checkpoint, self.envs.close,
-                             self.export_teacher, steps)  # fmt: skip
+                             self.export_teacher, steps, main=self.world.is_main,
+                             stopped=lambda: self._stopped)  # fmt: skip
 
     def _train_and_evaluate(self, writer: Any, stop: Any) -> None:
         self._train(writer, stop)
-        if self.cfg.eval_every and not stop() and self.evaluated_at != self.steps:
+        if self.cfg.eval_every and not self._stopped and self.evaluated_at != self.steps:
             self.evaluate(writer)  # the final actor competes too
+
+    def _phase(self, label: str, total: int, unit: str) -> Any:
+        """`phase_progress` on rank 0; the other ranks show nothing."""
+        if self.world.is_main:
+            return phase_progress(label, total, unit)
+        return contextlib.nullcontext(lambda done: None)
 
     def bootstrap(self) -> None:
         """Collect the demonstrations, fit the observation and reward statistics to them, clone the actor."""
@@ -170,55 +216,92 @@ class TeacherTrainer:
 
         t0 = time.time()
         controller = ScriptedController(self.spec)
-        obs, _ = self._reset(self.cfg.seed + DEMO_SEED_OFFSET)
-        finished, successes = 0, 0
-        with phase_progress("demonstrations", self.cfg.demos.episodes, "episodes") as advance:
-            while finished < self.cfg.demos.episodes:
+        obs, _ = self._reset(self.first_env + DEMO_SEED_OFFSET)
+        finished, successes, steps_terms = 0, 0, []
+        with self._phase("demonstrations", self.demo_episodes, "episodes") as advance:
+            while finished < self.demo_episodes:
                 feats = self.features(obs)
                 skill, params = controller.act(obs["privileged"])
                 obs, terms, next_feats, terminated, done, info = self._env_step(skill, params)
-                self.normalizer.observe(terms, step=0)  # demonstrations are trusted: they shape the window
+                steps_terms.append(terms)  # (N, T)
                 self.demos.add(feats, skill, params, terms, next_feats, terminated)
-                self.sac.actor.norm.update(torch.from_numpy(feats))
+                self.sac.actor.norm.update(torch.from_numpy(feats).to(self.device))
                 finished += int(done.sum())
                 successes += int(np.asarray(info["final_info"]["success"])[done].sum()) if done.any() else 0
                 advance(finished)
-        log.info("demonstrations: %d episodes, %d transitions, success %.1f%% (%.0f s)",
-                 finished, len(self.demos), 100 * successes / finished, time.time() - t0)  # fmt: skip
-        self.sac.reward_scale = torch.tensor(self.normalizer.scale(), dtype=torch.float32)
+        # every rank's demonstrations, in rank order, so that the statistics come out alike on every rank
+        for rank_terms in all_gather(steps_terms):
+            for terms in rank_terms:
+                self.normalizer.observe(terms, step=0)  # demonstrations are trusted: they shape the window
+        self._merge_observation_statistics()
+        if self.world.is_main:
+            log.info("demonstrations: %d episodes, %d transitions, success %.1f%% (%.0f s; rank 0's of %d)",
+                     finished, len(self.demos), 100 * successes / finished, time.time() - t0,
+                     self.world.size)  # fmt: skip
+        self._set_reward_scale()
         losses: dict[str, float] = {}
-        with phase_progress("behaviour cloning", self.cfg.demos.bc_updates, "updates") as advance:
+        with self._phase("behaviour cloning", self.cfg.demos.bc_updates, "updates") as advance:
             for i in range(self.cfg.demos.bc_updates):
                 losses = self.sac.bc_update(self.demos.sample(self.cfg.sac.batch_size, self.rng))
                 advance(i + 1)
-        if losses:
+        if losses and self.world.is_main:
             log.info("behaviour cloning: %s", {k: round(v, 4) for k, v in losses.items()})
+
+    def _merge_observation_statistics(self) -> None:
+        """The actor's observation statistics of every rank's demonstrations, merged in rank order: the same
+        on every rank (alone: its own, untouched)."""
+        if not self.world.distributed:
+            return
+        norm = self.sac.actor.norm
+        merged = RunningNorm(self.obs_dim).to(self.device)
+        for count, mean, var in all_gather((norm.count.cpu(), norm.mean.cpu(), norm.var.cpu())):
+            if count > 0:
+                merged.merge(count.to(self.device), mean.to(self.device), var.to(self.device))
+        norm.load_state_dict(merged.state_dict())
+
+    def _set_reward_scale(self) -> None:
+        self.sac.reward_scale = torch.tensor(self.normalizer.scale(), dtype=torch.float32, device=self.device)
+
+    def _observe(self, terms: np.ndarray, transition: dict[str, np.ndarray], writer: Any) -> np.ndarray:
+        """Feed the normaliser every rank's step, (N x ranks, T) in rank order, so that its statistics, its
+        breaker and the updates it pauses are the same on every rank; return this rank's rows (N,) that
+        tripped the breaker. A trip's dump (rank 0's) names the env by its index over the ranks."""
+        trips = self.normalizer.trips
+        terms = all_gather_rows(terms, self.device)
+        transition = {k: all_gather_rows(v, self.device) for k, v in transition.items()}
+        bad = self.normalizer.observe(terms, self.steps, transition)
+        if self.normalizer.trips != trips and writer is not None:
+            writer.add_scalar("breaker/trips", self.normalizer.trips, self.steps)
+        n = self.cfg.num_envs
+        return bad[self.world.rank * n : (self.world.rank + 1) * n]
 
     def _train(self, writer: Any, stop: Any) -> None:
         """The RL loop: act, step, store, update; log, evaluate and checkpoint on their schedules."""
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        obs, _ = self._reset(training_reset_seed(self.cfg.seed, self.steps))
+        obs, _ = self._reset(training_reset_seed(self.first_env, self.steps))
         pending_updates, losses = 0.0, {}
         t0, steps0 = time.time(), self.steps
         cols = (TextColumn("[bold]teacher"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
                 TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
-        with Progress(*cols, refresh_per_second=2) as bar:
+        with Progress(*cols, refresh_per_second=2, disable=not self.world.is_main) as bar:
             task = bar.add_task("train", total=self.cfg.total_steps, completed=self.steps, stats="")
             self._bar = (bar, task)  # an evaluation on the schedule shows its episodes on it
-            while self.steps < self.cfg.total_steps and not stop():
+            while self.steps < self.cfg.total_steps:
+                # ranks stop together (a signal may reach one a step before another): each update needs all
+                self._stopped = any_rank(stop(), self.device)
+                if self._stopped:
+                    break
                 feats = self.features(obs)
                 skill, params = self._explore(feats)
                 obs, terms, next_feats, terminated, done, info = self._env_step(skill, params)
                 transition = {"obs": feats, "skill": skill, "params": params, "next_obs": next_feats}
-                bad = self.normalizer.observe(terms, self.steps, transition)
-                if bad.any():
-                    writer.add_scalar("breaker/trips", self.normalizer.trips, self.steps)
+                bad = self._observe(terms, transition, writer)
                 keep = ~bad  # an out-of-range reward stays out of the buffer as well as out of learning
                 self.buffer.add(feats[keep], skill[keep], params[keep], terms[keep], next_feats[keep],
                                 terminated[keep])  # fmt: skip
                 self._track_episodes(terms, done, info)
-                self.steps += self.cfg.num_envs
+                self.steps += self.cfg.num_envs * self.world.size
                 if self.steps >= self.cfg.learning_starts:
                     pending_updates += self.cfg.num_envs * self.cfg.updates_per_step
                     losses = self._learn(int(pending_updates)) or losses
@@ -228,9 +311,9 @@ class TeacherTrainer:
         self._bar = None
 
     def _on_schedule(self, writer: Any, losses: dict[str, float], sps: float) -> None:
-        """Log, evaluate and checkpoint when `steps` crosses their periods."""
-        n = self.cfg.num_envs
-        if self.steps % self.cfg.log_every < n:
+        """Log (rank 0), evaluate and checkpoint when `steps` crosses their periods."""
+        n = self.cfg.num_envs * self.world.size
+        if self.world.is_main and self.steps % self.cfg.log_every < n:
             self._log(writer, losses, sps)
         if self.cfg.eval_every and self.steps % self.cfg.eval_every < n:
             self.evaluate(writer)
@@ -238,7 +321,14 @@ class TeacherTrainer:
             self.save_checkpoint()
 
     def evaluate(self, writer: Any) -> None:
-        """Greedy evaluation on the selection seeds; keeps the actor if it is the best so far."""
+        """Greedy evaluation on the selection seeds by rank 0 while the others wait (every rank holds the
+        same actor); keeps the actor if it is the best so far."""
+        if self.world.is_main:
+            self._evaluate(writer)
+        barrier()
+        self.evaluated_at = self.steps
+
+    def _evaluate(self, writer: Any) -> None:
         from opd.evaluation import evaluate_teacher
 
         n = self.cfg.eval_episodes
@@ -260,10 +350,9 @@ class TeacherTrainer:
         log.info("step %d: greedy evaluation, %d episodes: success %.1f%% (95%% CI %.1f-%.1f%%), mean return "
                  "%.2f, outcomes %s", self.steps, report["episodes"], 100 * report["success_rate"], 100 * lo,
                  100 * hi, report["mean_return"], report["outcomes"])  # fmt: skip
-        self.evaluated_at = self.steps
         if report["success_rate"] > self.best[0]:
             self.best = (float(report["success_rate"]), self.steps)
-            torch.save(self.sac.actor.state_dict(), self.out / "checkpoints" / "best_actor.pt")
+            torch.save(self._actor_state(), self.out / "checkpoints" / "best_actor.pt")
 
     def _reset(self, seed: int) -> tuple[dict, dict]:
         """Every env starts an episode: new observations, and no sightings carried over."""
@@ -312,8 +401,8 @@ class TeacherTrainer:
         """Run up to `updates` gradient steps (fewer while the breaker pauses learning); the last losses."""
         losses: dict[str, float] = {}
         for _ in range(updates):
-            if self.normalizer.allow_update():
-                self.sac.reward_scale = torch.tensor(self.normalizer.scale(), dtype=torch.float32)
+            if self.normalizer.allow_update():  # alike on every rank: DDP needs them all in each update
+                self._set_reward_scale()
                 losses = self.sac.update(self._sample(), actor=self.steps >= self.cfg.actor_starts)
         return losses
 
@@ -332,9 +421,8 @@ class TeacherTrainer:
         for i in np.flatnonzero(done):
             outcome = str(info["final_info"]["outcome"][i])
             if outcome == "nan":
-                log.warning(
-                    "env %d: episode failed on a non-finite simulation state (step %d)", i, self.steps
-                )
+                log.warning("env %d of rank %d: episode failed on a non-finite simulation state (step %d)",
+                            i, self.world.rank, self.steps)  # fmt: skip
             self.outcomes[outcome] += 1
             self.episodes.append((float(self._ep_return[i]), outcome == "success"))
             self._ep_return[i] = 0.0
@@ -361,48 +449,80 @@ class TeacherTrainer:
                  sps)  # fmt: skip
 
     def save_checkpoint(self) -> None:
-        """Learner, normaliser and counters (weights only), the config beside it, and the replay buffers."""
+        """Learner, normaliser and counters (weights only), the config beside it, and the replay buffers. On
+        N ranks each rank writes its own buffers and rank 0 the checkpoint, with each rank's samplers
+        (`ranks`); the ranks go on together once it is written."""
         ckpt_dir = self.out / "checkpoints"
         path = checkpoint_path(ckpt_dir, self.steps)
-        state = {"sac": self.sac.state_dict(), "normalizer": self.normalizer.state_dict(),
-                 "steps": self.steps, "best": list(self.best), "rng": self.rng.bit_generator.state,
-                 "torch_rng": torch.get_rng_state()}  # fmt: skip
-        self.buffer.save(ckpt_dir / "replay.npz")
-        if len(self.demos) and not (ckpt_dir / "demos.npz").is_file():
-            self.demos.save(ckpt_dir / "demos.npz")
-        self.cfg.to_yaml(path.with_suffix(".yaml"))
-        # the .pt last, atomically: a checkpoint that exists has its buffers beside it
-        with atomic_path(path) as tmp:
-            torch.save(state, tmp)
+        self.buffer.save(ckpt_dir / self._rank_file("replay"))
+        demos = ckpt_dir / self._rank_file("demos")
+        if len(self.demos) and not demos.is_file():
+            self.demos.save(demos)
+        mine = {"rng": self.rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
+        ranks = gather_to_main(mine)  # on rank 0 once every rank has written its buffers
+        if self.world.is_main:
+            state = {"sac": self.sac.state_dict(), "normalizer": self.normalizer.state_dict(),
+                     "steps": self.steps, "best": list(self.best), **mine, "world_size": self.world.size,
+                     "ranks": ranks if self.world.distributed else None}  # fmt: skip
+            self.cfg.to_yaml(path.with_suffix(".yaml"))
+            # the .pt last, atomically: a checkpoint that exists has its buffers beside it
+            with atomic_path(path) as tmp:
+                torch.save(state, tmp)
+            log.info("checkpoint %s", path)
+        barrier()
         self.normalizer.last_checkpoint = str(path)
-        log.info("checkpoint %s", path)
+
+    def _rank_file(self, name: str) -> str:
+        """This rank's file `name` in the checkpoints (rank 0's as a world of one names it)."""
+        return f"{name}.npz" if self.world.rank == 0 else f"{name}.rank{self.world.rank}.npz"
 
     def _resume(self) -> bool:
-        """Load the last checkpoint of the output directory, if any; True if one was loaded."""
+        """Load the last checkpoint of the output directory, if any; True if one was loaded. A checkpoint of
+        another world size is refused: each rank resumes its own replay and samplers."""
         ckpts = checkpoints(self.out / "checkpoints")
         if not ckpts:
             return False
         state = load_torch(ckpts[-1])
+        size = int(state.get("world_size", 1))  # 1: a checkpoint older than the field
+        if size != self.world.size:
+            raise ValueError(
+                f"{ckpts[-1]} was written by a job of {size} rank{'s' if size != 1 else ''} and this one has "
+                f"{self.world.size}: each rank resumes its own envs and replay buffer, so resume with "
+                f"{size} (torchrun --nproc-per-node, or nodes x tasks under srun), or use another --out"
+            )
+        if state.get("ranks"):  # this rank's own samplers over rank 0's
+            state = {**state, **state["ranks"][self.world.rank]}
         self.sac.load_state_dict(state["sac"])
         self.normalizer.load_state_dict(state["normalizer"])
-        self.sac.reward_scale = torch.tensor(self.normalizer.scale(), dtype=torch.float32)
+        self._set_reward_scale()
         self.steps = int(state["steps"])
         self.best = (float(state["best"][0]), int(state["best"][1]))
         self.rng.bit_generator.state = state["rng"]
         torch.set_rng_state(state["torch_rng"])
-        for buffer, name in ((self.buffer, "replay.npz"), (self.demos, "demos.npz")):
-            if (self.out / "checkpoints" / name).is_file():
-                buffer.load(self.out / "checkpoints" / name)
-        log.info("resumed from %s at step %d with %d transitions (+%d demonstrations)",
-                 ckpts[-1], self.steps, len(self.buffer), len(self.demos))  # fmt: skip
+        for buffer, name in ((self.buffer, "replay"), (self.demos, "demos")):
+            if (self.out / "checkpoints" / self._rank_file(name)).is_file():
+                buffer.load(self.out / "checkpoints" / self._rank_file(name))
+        if self.world.is_main:
+            log.info("resumed from %s at step %d with %d transitions (+%d demonstrations; rank 0's)",
+                     ckpts[-1], self.steps, len(self.buffer), len(self.demos))  # fmt: skip
         return True
+
+    def _actor_state(self) -> dict[str, torch.Tensor]:
+        """The actor's weights on the CPU, whichever device it learns on."""
+        return {k: v.cpu() for k, v in self.sac.actor.state_dict().items()}
 
     def export_teacher(self) -> Path:
         """teacher.pt (actor state_dict; the best evaluated one when evaluations ran) + teacher.yaml (what
-        rebuilding and running it needs, and where it came from)."""
+        rebuilding and running it needs, and where it came from), by rank 0 while the others wait."""
         path = self.out / "teacher.pt"
+        if self.world.is_main:
+            self._export(path)
+        barrier()
+        return path
+
+    def _export(self, path: Path) -> None:
         best = self.out / "checkpoints" / "best_actor.pt"
-        state, steps = self.sac.actor.state_dict(), self.steps
+        state, steps = self._actor_state(), self.steps
         if self.cfg.eval_every and best.is_file():
             state, steps = load_torch(best), self.best[1]
         torch.save(state, path)
@@ -411,6 +531,6 @@ class TeacherTrainer:
                 "control_hz": self.spec.control_hz,
                 "teacher": self.cfg.teacher.model_dump(mode="json"),
                 "contract": self.contract.model_dump(mode="json"),
-                "privileged_fields": list(self.spec.privileged_fields)}  # fmt: skip
+                "privileged_fields": list(self.spec.privileged_fields), "ranks": self.world.size,
+                "device": str(self.device)}  # fmt: skip
         (self.out / "teacher.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
-        return path

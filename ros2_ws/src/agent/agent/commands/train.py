@@ -1,7 +1,7 @@
 """`agent train teacher|student`: headless teacher (hybrid SAC) and student (OPD or a baseline) training.
 
-The student trains on a GPU (`--device`) and on N ranks unchanged: `torchrun --nproc-per-node N agent train
-student ...` (or `srun`), data-parallel (`opd.distributed`); the teacher trains in one process on the CPU.
+Both train on a GPU (`--device`) and on N ranks unchanged: `torchrun --nproc-per-node N -m agent.cli train
+teacher|student ...` (or `srun`), data-parallel (`opd.distributed`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     recipe.add_argument("--quick", action="store_true", help="a smoke test's size, about a minute on a CPU "
                         "(opd/configs/teacher_quick.yaml)")  # fmt: skip
     add_overrides(t)
-    t.add_argument("--device", type=device_spec, default="cpu", help="auto|cpu|cuda[:N]: the teacher's "
-                   "small MLPs learn on the CPU; a GPU is refused")  # fmt: skip
+    t.add_argument("--device", type=device_spec, help="auto|cpu|cuda[:N]: where the actor and critics learn "
+                   "and act (auto, cuda: this rank's GPU, cuda:LOCAL_RANK, if any; default: the config's); "
+                   "the envs step on the CPU")  # fmt: skip
     s = sub.add_parser(
         "student",
         help="train the student online from the teacher on the real-robot proxy (resumes from --out)",
@@ -80,24 +81,24 @@ def given(**flags: object) -> dict[str, object]:
 def run(args: argparse.Namespace) -> int:
     if args.what == "student":
         return run_student(args)
+    from opd.distributed import process_group
     from opd.teacher.trainer import TeacherTrainConfig, TeacherTrainer
-    from opd.world import World, device_name
+    from opd.world import World, torch_device
 
-    world = World.from_env()
-    if world.distributed:
-        raise ValueError(
-            f"agent train teacher runs in one process, and this one is rank {world.rank} of {world.size} "
-            "(WORLD_SIZE or SLURM_NTASKS): run it with python, not torchrun or srun with several tasks"
-        )
-    if (device := device_name(args.device, world)) != "cpu":
-        raise ValueError(f"--device {args.device} is {device}: the teacher learns on the CPU (--device cpu)")
-    flags = given(sim=args.sim, num_envs=args.envs, total_steps=args.steps, seed=args.seed)
+    world = World.from_env()  # a ValueError naming the variable for an inconsistent launch
+    flags = given(
+        sim=args.sim, num_envs=args.envs, total_steps=args.steps, seed=args.seed, device=args.device
+    )
     path = recipe(args, DEFAULT_CONFIG, "teacher_quick.yaml")
     cfg = TeacherTrainConfig.from_yaml(path, args.overrides, flags)
-    out = run_dir(args, "train_teacher", path.stem)
-    print(f"run directory: {out}", file=sys.stderr)
-    with wandb_run(args, out, cfg.model_dump(mode="json")):
-        teacher = TeacherTrainer(cfg, out).run()
+    device = torch_device(cfg.device, world)
+    out = run_dir(args, "train_teacher", path.stem, world.size)
+    if world.is_main:
+        print(f"run directory: {out}", file=sys.stderr)
+    with process_group(world, device), wandb_run(args, out, cfg.model_dump(mode="json"), world.is_main):
+        teacher = TeacherTrainer(cfg, out, world).run()
+    if not world.is_main:
+        return 0 if teacher is not None else 130
     if teacher is None:  # stopped by SIGINT/SIGTERM after a checkpoint
         print(f"interrupted; resume with the same command and --out {out}")
         return 130
