@@ -2,6 +2,7 @@
 parameter, and its state round-trips through torch.load(weights_only=True)."""
 
 import numpy as np
+import pytest
 import torch
 
 from opd.teacher.hybrid_sac import HybridSAC, SACConfig
@@ -83,3 +84,30 @@ def test_state_round_trips_with_weights_only(tmp_path):
     fresh.load(tmp_path / "replay.npz")
     assert len(fresh) == 256
     np.testing.assert_array_equal(fresh.params[:256], buf.params[:256])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the CPU path: every test above)")
+def test_on_a_gpu_it_learns_as_on_the_cpu(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The same updates on cuda and on the cpu (float32 both; the parameters' noise a function of each row,
+    as the generators differ), and a GPU learner's checkpoint loads on the CPU."""
+    monkeypatch.setattr(torch, "randn_like", lambda x, **_: torch.sin(1000.0 * x.detach()))
+    rng = np.random.default_rng(0)
+    buf = ReplayBuffer(1000, 1, 2, 1)
+    ctx = rng.uniform(-1, 1, size=(256, 1)).astype(np.float32)
+    terms = rng.standard_normal((256, 1), np.float32)
+    buf.add(ctx, rng.integers(0, 2, 256), rng.uniform(-1, 1, (256, 2)), terms, ctx, np.zeros(256, np.float32))
+    batches = [buf.sample(64, rng) for _ in range(3)]
+    learners = []
+    for device in ("cpu", "cuda"):
+        sac = _learner(3)
+        sac = HybridSAC(sac.actor, sac.cfg, torch.ones(1), torch.device(device))
+        sac.bc_update(batches[0])
+        for batch in batches:
+            sac.update(batch)
+        learners.append(sac)
+    cpu, gpu = (s.state_dict() for s in learners)
+    for net in ("actor", "q1", "q2", "q1_target", "anchor"):
+        for key, value in cpu[net].items():
+            torch.testing.assert_close(gpu[net][key].cpu(), value, rtol=1e-4, atol=1e-4, msg=f"{net}.{key}")
+    torch.save(gpu, tmp_path / "gpu.pt")
+    _learner(4).load_state_dict(torch.load(tmp_path / "gpu.pt", map_location="cpu", weights_only=True))
