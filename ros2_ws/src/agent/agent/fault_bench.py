@@ -1,6 +1,7 @@
 """`agent bench faults`: the graph as separate node processes, one fault at a time, and what each costs.
 
-The five nodes run as `ros2 launch` starts them (`agent.fault_graph`), on the MuJoCo default behind the
+The nodes `ros2 launch` starts for drive opd (encoder, opd, sim bridge: the OPD core runs the student's
+head and the teacher) run as it starts them (`agent.fault_graph`), on the MuJoCo default behind the
 real-robot proxy, the opd node driving and learning (`learn`). This process watches `/opd/action` (the one
 command the robot follows) and `/diagnostics`, timed by when they were sent, and records a bag of every
 topic (`BagRecorder`, whose sequence-gap counts are the data lost).
@@ -12,12 +13,11 @@ node comes up disarmed and is armed by `agent.arming.set_armed`, the person), an
 can be loaded. Two nodes need no stop of their own: the sim bridge is the robot (its world stops with its
 process, as a real base's firmware watchdog stops it when its driver dies), and the opd node is the one that
 sends stops (the sim bridge's command watchdog stops the base then, read from its `safe_steps` on
-/diagnostics every 0.1 s). Faults 5 (clock jumps) and 6 (discovery) of issue 54 are not run here.
+/diagnostics every 0.1 s). The clock steps (fault 5) come last, on the graph restarted under libfaketime.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -31,15 +31,16 @@ from rclpy.context import Context
 
 from agent import graph
 from agent.arming import set_armed
-from agent.fault_graph import GraphProcesses, Watch, configure
+from agent.fault_graph import STALE_S, GraphProcesses, Watch, configure
 from agent.recorder import BagRecorder
-from agent.ros_io import msg_class
 
-NODES = ("sim_bridge", "teacher", "encoder", "policy", "opd")
+NODES = tuple(n.name for n in graph.nodes_for("mujoco", "opd"))  # as the launch starts them
 WATCH_S = 3.0  # time each fault is watched before the node is restarted, s
 STEADY_TIMEOUT_S = 180.0  # commands must flow within this after a (re)start, s
 PERSON_S = 3.0  # a restarted opd node is watched this long before a person arms it, s
 PAUSE_S = 25.0  # a publisher gone this long leaves DDS discovery (Fast DDS's lease: 20 s), s
+JUMP_S = 5.0  # the nodes' system clock stepped by this, and back after CLOCK_HELD_S (fault 5), s
+CLOCK_HELD_S = 10.0
 LOAD_S = 10.0  # every core saturated this long by another process (fault 7), s
 _SPIN = (
     "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass"
@@ -72,7 +73,7 @@ class FaultBench:
         self.watch = Watch(context)
         self.bag = BagRecorder(workdir / "bag", graph.TOPICS.values(), context)
 
-    def run(self, kills: tuple[str, ...] = NODES) -> list[FaultResult]:
+    def run(self, kills: tuple[str, ...] = (*sorted(set(NODES) - {"opd"}), "opd")) -> list[FaultResult]:
         rows = self.killed_writes()
         for name in NODES:
             self.graph.start(name)
@@ -80,8 +81,7 @@ class FaultBench:
             self._steady(time.time())
             rows += [self.kill_learner(), self.fill_disk(), self.bad_version("corrupt")]
             rows += [self.bad_version("other encoder"), self.saturate_cpu()]
-            rows += [self.pause(name) for name in ("teacher", "sim_bridge")]
-            rows += [self.kill(name) for name in kills]
+            rows += [self.pause("sim_bridge")] + [self.kill(name) for name in kills] + self.clock_steps()
         finally:
             self.graph.stop_all()
             report = self.bag.stop()
@@ -122,9 +122,7 @@ class FaultBench:
         time.sleep(WATCH_S)
         safe = self.watch.first_safe(t0)
         stop_ms = None if safe is None else (safe - t0) * 1e3
-        if name in ("policy", "teacher"):  # drive opd acts on its own copy of the student and the teacher
-            note = "no stop needed: fresh commands go on"
-        elif name == "sim_bridge":
+        if name == "sim_bridge":
             note = f"the base is this process: it stops with it; the opd node's stop {stop_ms:.0f} ms later"
             stop_ms = 0.0
         elif name == "opd":
@@ -231,7 +229,13 @@ class FaultBench:
         )
 
     def bad_version(self, kind: str) -> FaultResult:
-        """Announce a student version that is corrupt, or of another encoder: refused, the old one acts."""
+        """A student version that is corrupt, or of another encoder, through the opd node's own loader.
+
+        With drive opd versions reach the node only from its learner child, so the bench cannot hand it
+        one: the loader it calls on each (`opd.live.loading.acting_version`) is run here on the bad one;
+        the node logs the refusal and acts on with its current student (tests/opd/distill/test_onnx_acting).
+        """
+        from opd.live.loading import acting_version
         from policies.artifact import Artifact
 
         path = self.workdir / f"version-{kind.replace(' ', '-')}"
@@ -244,31 +248,14 @@ class FaultBench:
             from policies.export import DEFAULT_STUDENT_CONFIG
 
             path, _ = cached_artifact(DEFAULT_STUDENT_CONFIG.with_name("student_small.yaml"), int8=True)
-        t0 = time.time()
-        msg = msg_class(graph.TOPICS["/agent/student_version"].msg_type)()
-        msg.data = json.dumps({"number": 10**6 + len(kind), "path": str(path)})
-        self.watch.version_pub.publish(msg)
-        time.sleep(WATCH_S)
-        refused = self.watch.rose(t0, "policy", "rejected.refused")
+        base = Artifact.load(self.artifact)
         try:
-            Artifact.load(self.artifact)
-            base_ok = True
-        except Exception:  # noqa: BLE001 - reported as not loadable
-            base_ok = False
-        note = "refused by the policy node" + (
-            f" after {(refused - t0) * 1e3:.0f} ms" if refused else ": NOT SEEN"
-        )
-        return FaultResult(
-            f"student version: {kind}",
-            None,
-            self.watch.unsafe(t0, time.time()),
-            0,
-            True,
-            None,
-            None,
-            base_ok,
-            note + "; the old student acts (no stop needed)",
-        )
+            acting_version(path, base)
+            note = "ACCEPTED by the opd node's loader"
+        except ValueError as err:  # what take_version refuses
+            reason = str(err).split(": ", 1)[-1].split("; ")[0]  # without the path and the advice
+            note = f"refused by the opd node's loader ({reason}); the current one acts"
+        return FaultResult(f"student version: {kind}", None, 0, 0, True, None, None, True, note)
 
     def saturate_cpu(self) -> FaultResult:
         """Every core busy with another process (one spinning process per core, nice 0) for LOAD_S."""
@@ -300,7 +287,8 @@ class FaultBench:
 
     def pause(self, name: str) -> FaultResult:
         """Fault 6: a node's publishers vanish (SIGSTOP) past the DDS lease, then come back (SIGCONT) and
-        are discovered again; nothing restarts, nobody re-arms."""
+        are discovered again; nothing restarts, nobody re-arms. With drive opd the camera's (the sim
+        bridge's) is the one: the teacher runs inside the opd node."""
         lost0, t0 = self._lost(), time.time()
         proc = self.graph.procs[name]
         proc.send_signal(signal.SIGSTOP)
@@ -309,12 +297,9 @@ class FaultBench:
         proc.send_signal(signal.SIGCONT)
         safe = self.watch.first_safe(t0)
         stop_ms = None if safe is None or safe > back else (safe - t0) * 1e3
-        if name == "teacher":  # the gate acts with the student meanwhile
-            note = (
-                "no stop needed: the student acts; " + self._stop_note(t0, safe) if safe else "no stop needed"
-            )
-        else:  # the base is frozen with its process; the stop is the opd node's, on its silent camera
-            note = f"the base is this process: frozen with it; {self._stop_note(t0, safe)}"
+        # The sim bridge publishes the camera and is the base: the base freezes with it, and the stop is the
+        # opd node's, on its silent camera.
+        note = f"the base is this process: frozen with it; {self._stop_note(t0, safe)}"
         try:
             recovery = self._steady(back) - back
         except RuntimeError as err:
@@ -322,6 +307,47 @@ class FaultBench:
         return FaultResult(f"{name} gone {PAUSE_S:g} s (SIGSTOP), back", stop_ms,
                            self.watch.unsafe(t0, time.time()), self._lost() - lost0, True, recovery, None,
                            True, note)  # fmt: skip
+
+    def clock_steps(self) -> list[FaultResult]:
+        """Fault 5, back and forward, on the graph restarted under libfaketime (not run without it)."""
+        if self.graph.faketime is None:
+            note = "not run: needs libfaketime (apt install libfaketime)"
+            return [FaultResult(f"clock stepped {way}", None, 0, 0, True, None, None, True, note)
+                    for way in ("back", "forward")]  # fmt: skip
+        self.graph.stop_all()
+        self.graph.stepped_clock = True
+        for name in NODES:
+            self.graph.start(name)
+        self._steady(time.time())
+        return [self.step_clock(-JUMP_S), self.step_clock(JUMP_S)]
+
+    def step_clock(self, step_s: float) -> FaultResult:
+        """Fault 5: every node's system clock stepped by `step_s` (as NTP or chrony steps a host's clock),
+        and back to true time CLOCK_HELD_S later.
+
+        Sent times are read on the stepped clock then, and taken back to true time here; input stamps are
+        not stepped (the sim bridge's run epoch plus simulated time), so a command's true input age is
+        (sent - step_s) - stamp.
+        """
+        fault = f"clock stepped {'back' if step_s < 0 else 'forward'} {abs(step_s):g} s, {CLOCK_HELD_S:g} s"
+        lost0, mark, t0 = self._lost(), self.watch.mark(), time.time()
+        self.graph.set_clock(step_s)
+        time.sleep(CLOCK_HELD_S)
+        stepped, t1 = self.watch.between(mark, self.watch.mark()), time.time()
+        self.graph.set_clock(0.0)
+        true = [(t - step_s, src, stamp) for t, src, stamp in stepped]
+        stops = [t for t, src, _ in true if src == "safe" and t > t0]
+        drives = [t - stamp for t, src, stamp in true if src != "safe"]
+        unsafe = sum(1 for age in drives if age >= STALE_S) + self.watch.unsafe(t1, time.time())
+        flowing = self._steady(t1)
+        died = self.graph.died()
+        note = f"{len(drives)} drive commands and {len(stops)} safe actions while stepped; " + (
+            f"nodes DIED: {died}" if died else "no node died"
+        )
+        stop_ms = (stops[0] - t0) * 1e3 if stops else None
+        return FaultResult(
+            fault, stop_ms, unsafe, self._lost() - lost0, True, flowing - t1, None, not died, note
+        )
 
     def killed_writes(self) -> list[FaultResult]:
         """Fault 4: a checkpoint, a student version and an export each killed mid-write (no graph needed)."""

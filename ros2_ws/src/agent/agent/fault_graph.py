@@ -7,6 +7,7 @@ messages late: timed on arrival, a stop sent at 0.55 s read as 2 s, and a fresh 
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from agent.messages import SOURCES, stamp_to_sec
 from agent.ros_io import msg_class, qos_profile
 
 STALE_S = 0.5  # a non-safe command answering an input older than this when sent is unsafe (input timeout)
+# Debian's and Ubuntu's libfaketime (apt install libfaketime): steps the nodes' system clock (fault 5).
+FAKETIME_GLOB = "/usr/lib/*/faketime/libfaketimeMT.so.1"
 
 
 def _sent_s(info: dict) -> float:
@@ -44,10 +47,6 @@ class Watch:
         for name, cb in (("/opd/action", self._on_action), ("/diagnostics", self._on_diag)):
             t = graph.TOPICS[name]
             self.node.create_subscription(msg_class(t.msg_type), name, cb, qos_profile(t.qos))
-        version = graph.TOPICS["/agent/student_version"]
-        self.version_pub = self.node.create_publisher(
-            msg_class(version.msg_type), version.name, qos_profile(version.qos)
-        )
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         threading.Thread(target=self._spin, daemon=True).start()
@@ -85,6 +84,16 @@ class Watch:
         """When the last non-safe command before `before` was sent: the one the base ran on until the stop."""
         with self.lock:
             return max((t for t, src, _ in self.actions if t < before and src != "safe"), default=None)
+
+    def mark(self) -> int:
+        """How many commands were heard so far: the ones after a mark came after it."""
+        with self.lock:
+            return len(self.actions)
+
+    def between(self, start: int, end: int) -> list[tuple[float, str, float]]:
+        """(sent, source, input stamp) of the commands heard between two marks."""
+        with self.lock:
+            return self.actions[start:end]
 
     def count(self, since: float, until: float, safe: bool) -> int:
         with self.lock:
@@ -128,6 +137,24 @@ class GraphProcesses:
         self.params_file = workdir / graph.PARAMS_FILE
         self.params_file.write_text(yaml.safe_dump(params, sort_keys=False))
         self.procs: dict[str, subprocess.Popen] = {}
+        # With `stepped_clock`, nodes started from then on run under libfaketime (where it is installed):
+        # their system clock is offset by what this file says, read on every clock call (monotonic time is
+        # left alone). It costs CPU, so only the clock faults run with it.
+        self.clock_file = workdir / "clock_offset"
+        self.faketime = next(iter(sorted(Path("/").glob(FAKETIME_GLOB.lstrip("/")))), None)
+        self.stepped_clock = False
+        self.set_clock(0.0)
+
+    def set_clock(self, offset_s: float) -> None:
+        """Step every node's system clock to true time + `offset_s` (libfaketime; no-op without it)."""
+        self.clock_file.write_text(f"{offset_s:+g}\n")
+
+    def _env(self) -> dict[str, str] | None:
+        if self.faketime is None or not self.stepped_clock:
+            return None
+        faked = {"LD_PRELOAD": str(self.faketime), "FAKETIME_TIMESTAMP_FILE": str(self.clock_file),
+                 "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}  # fmt: skip
+        return {**os.environ, **faked}
 
     def start(self, name: str, armed: bool = True) -> None:
         launch_args = {
@@ -152,7 +179,9 @@ class GraphProcesses:
             if key in declared:
                 cmd += ["-p", f"{key}:={value}"]
         log = (self.workdir / f"{name}.log").open("a")
-        self.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=self._env()
+        )
 
     def kill(self, name: str) -> None:
         self.procs[name].send_signal(signal.SIGKILL)
