@@ -148,7 +148,7 @@ def test_run_stops_on_sigterm_with_the_robot_on_the_safe_action_whatever_signals
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True)
         try:
             first = proc.stdout.readline()  # the first progress line (every node runs): the graph is up
-            assert first.startswith("[opd] time:"), first + err.read_text()
+            assert first.startswith("[opd] robot:") and " time: " in first, first + err.read_text()
             for sig, wait_s in ((signal.SIGTERM, 0.02), (signal.SIGINT, 0.2), (signal.SIGTERM, 0.0)):
                 proc.send_signal(sig)
                 time.sleep(wait_s)

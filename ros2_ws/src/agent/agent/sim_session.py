@@ -341,7 +341,13 @@ def ros_interruptible() -> Iterator[StopSignals]:
         with rclpy.init(signal_handler_options=SignalHandlerOptions.NO):
             yield signals
     finally:
-        signals.restore()
+        # After a stop nothing is left to stop: a later signal of the same burst (a supervisor escalating
+        # SIGTERM, Ctrl-C) must not turn the clean exit into a kill. A stop as fast as the graph's with
+        # drive opd ends before a burst 0.2 s long does.
+        if signals.stopping:
+            signals.ignore()
+        else:
+            signals.restore()
 
 
 def cached_artifact(config: Path, int8: bool, cache_root: Path | None = None) -> tuple[Path, bool]:
