@@ -79,7 +79,7 @@ def encoder_latency(artifact: Path, cuda: torch.device, iters: int = 200, warmup
     from policies.student_from_artifact import build_student
 
     art = Artifact.load(artifact)
-    ort = StudentRuntime(art, "onnxruntime")
+    ort = StudentRuntime(art, "onnxruntime", device=str(cuda))
     x = Inputs.random(ort, 1)
     feeds = (x.image, x.imu, x.skill, x.progress, x.step)
     encoder = build_student(art).encoder.to(cuda).eval()
@@ -110,14 +110,14 @@ def _timed(call: Any, iters: int, warmup: int) -> dict[str, float]:
     }
 
 
-def evaluation(artifact: Path, episodes: int) -> dict[str, Any]:
+def evaluation(artifact: Path, episodes: int, cuda: torch.device) -> dict[str, Any]:
     """`episodes` seeded evaluation episodes of the student acting alone, its encoder on ONNX Runtime
     (the CUDA provider where installed: the report names the providers)."""
     from opd.evaluation import evaluate_student
     from policies.runtime.student_runtime import StudentRuntime
 
     os.environ.setdefault("MUJOCO_GL", "egl")
-    runtime = StudentRuntime(artifact, "onnxruntime")
+    runtime = StudentRuntime(artifact, "onnxruntime", device=str(cuda))
     t0 = time.perf_counter()
     report = evaluate_student(runtime, episodes, num_envs=min(episodes, 10))
     keep = ("episodes", "success_rate", "ci95")
@@ -131,6 +131,6 @@ def gpu_check(artifact: Path, episodes: int = 20) -> dict[str, Any]:
     result: dict[str, Any] = {"device": torch.cuda.get_device_name(cuda), "torch": torch.__version__}
     result["training"] = training_agrees(cuda)
     result["encoder_latency"] = encoder_latency(artifact, cuda)
-    result["evaluation"] = evaluation(artifact, episodes)
+    result["evaluation"] = evaluation(artifact, episodes, cuda)
     result["ok"] = result["training"]["ok"]
     return result

@@ -18,10 +18,11 @@ def load_model(
     precision: str | None = None,
     threads: int | None = None,
     cache_dir: Path | None = None,
-    device: str = "cpu",
+    device: str = "auto",
 ) -> ModelRunner:
-    """Open graph `name` (encoder | policy | predictor) of a verified artifact on `backend`, on `device`
-    (cpu or cuda:N; TensorRT runs on the current CUDA device).
+    """Open graph `name` (encoder | policy | predictor) of a verified artifact on `backend`, on `device`:
+    cpu, cuda:N, or auto (ONNX Runtime's CUDA provider where installed, as a robot's nodes want; the torch
+    reference on the CPU). TensorRT runs on the current CUDA device.
 
     Raises ValueError for an unknown backend or precision, ArtifactError for a corrupt artifact and
     BackendUnavailable when the backend cannot run here.

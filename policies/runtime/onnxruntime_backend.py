@@ -19,7 +19,7 @@ class OnnxRuntimeRunner:
         name: str,
         precision: str = "fp32",
         threads: int | None = None,
-        device: str = "cpu",
+        device: str = "auto",
     ) -> None:
         import onnxruntime as ort
 
@@ -45,7 +45,8 @@ class OnnxRuntimeRunner:
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         available = ort.get_available_providers()
         providers: list = ["CPUExecutionProvider"]
-        if device.startswith("cuda") and "CUDAExecutionProvider" in available:  # else the CPU: reported
+        # auto or cuda[:N]: CUDA where the provider is installed, else the CPU (`providers` says which)
+        if device != "cpu" and "CUDAExecutionProvider" in available:
             index = int(device.partition(":")[2] or 0)
             providers.insert(0, ("CUDAExecutionProvider", {"device_id": index}))
         self.session = ort.InferenceSession(str(artifact.path(filename)), opts, providers=providers)

@@ -25,7 +25,7 @@ class StudentRuntime:
         precision: str | None = None,
         threads: int | None = None,
         cache_dir: Path | None = None,
-        device: str = "cpu",
+        device: str = "auto",
     ) -> None:
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
         self.contract: SkillContract = self.artifact.contract

@@ -19,11 +19,11 @@ class TorchRunner:
     precision = "fp32"
 
     def __init__(
-        self, artifact: Artifact, name: str, threads: int | None = None, device: str = "cpu"
+        self, artifact: Artifact, name: str, threads: int | None = None, device: str = "auto"
     ) -> None:
         if threads:
             torch.set_num_threads(threads)
-        self.device = torch.device(device)
+        self.device = torch.device("cpu" if device == "auto" else device)  # the reference: CPU unless asked
         self.module = build_module(artifact, name).eval().to(self.device)
         self.input_names = [i["name"] for i in artifact.model(name)["inputs"]]
         self.output_names = [o["name"] for o in artifact.model(name)["outputs"]]
