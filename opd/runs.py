@@ -51,6 +51,18 @@ def run_resumably(
     return export()
 
 
+def check_world_size(checkpoint: Path, state: dict[str, Any], ranks: int, owns: str) -> None:
+    """A resume needs the world size that wrote `checkpoint`: each rank resumes its own `owns` (its envs
+    and their store or buffer). A ValueError naming both sizes otherwise."""
+    size = int(state.get("world_size", 1))  # 1: a checkpoint older than the field
+    if size != ranks:
+        raise ValueError(
+            f"{checkpoint} was written by a job of {size} rank{'s' if size != 1 else ''} and this one has "
+            f"{ranks}: each rank resumes its own {owns}, so resume with {size} (torchrun --nproc-per-node, "
+            "or nodes x tasks under srun), or use another --out"
+        )
+
+
 @contextmanager
 def phase_progress(label: str, total: int, unit: str) -> Iterator[Callable[[int], None]]:
     """A phase of a run (demonstrations, an evaluation) as a rich progress bar of its own; yields

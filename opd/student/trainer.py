@@ -50,7 +50,7 @@ from opd.distill.from_artifact import load_artifact_weights
 from opd.distill.learner import OnlineDistillation
 from opd.distributed import all_min, any_rank, barrier, gather_to_main
 from opd.evaluation import project_path, training_reset_seed
-from opd.runs import checkpoint_path, checkpoints, flushed_denormals, run_resumably
+from opd.runs import check_world_size, checkpoint_path, checkpoints, flushed_denormals, run_resumably
 from opd.world import DEVICE_PATTERN, World, torch_device
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.camera_model import CameraModel
@@ -383,13 +383,8 @@ class StudentTrainer:
             return
         self._check_resumes(ckpts[-1])
         state = load_torch(ckpts[-1])
-        size = int(state.get("world_size", 1))  # 1: a checkpoint older than the field
-        if size != self.world.size:
-            raise ValueError(
-                f"{ckpts[-1]} was written by a job of {size} rank{'s' if size != 1 else ''} and this one has "
-                f"{self.world.size}: each rank resumes its own envs and sample store, so resume with "
-                f"{size} (torchrun --nproc-per-node, or nodes x tasks under srun), or use another --out"
-            )
+        check_world_size(ckpts[-1], state, self.world.size, "envs and sample store")
+        size = self.world.size
         if state.get("ranks"):  # this rank's own counters, sampler and gate over rank 0's
             mine = state["ranks"][self.world.rank]
             state = {**state, **mine, "learner": {**state["learner"], **mine["learner"]}}

@@ -50,7 +50,7 @@ from pydantic import Field
 
 from opd.distributed import all_gather, all_gather_rows, any_rank, barrier, gather_to_main
 from opd.evaluation import training_reset_seed
-from opd.runs import checkpoint_path, checkpoints, phase_progress, run_resumably
+from opd.runs import check_world_size, checkpoint_path, checkpoints, phase_progress, run_resumably
 from opd.teacher.hybrid_sac import HybridSAC, SACConfig
 from opd.teacher.replay_buffer import Batch, ReplayBuffer
 from opd.teacher.reward_normalizer import RewardNormalizer, RewardNormConfig
@@ -483,13 +483,7 @@ class TeacherTrainer:
         if not ckpts:
             return False
         state = load_torch(ckpts[-1])
-        size = int(state.get("world_size", 1))  # 1: a checkpoint older than the field
-        if size != self.world.size:
-            raise ValueError(
-                f"{ckpts[-1]} was written by a job of {size} rank{'s' if size != 1 else ''} and this one has "
-                f"{self.world.size}: each rank resumes its own envs and replay buffer, so resume with "
-                f"{size} (torchrun --nproc-per-node, or nodes x tasks under srun), or use another --out"
-            )
+        check_world_size(ckpts[-1], state, self.world.size, "envs and replay buffer")
         if state.get("ranks"):  # this rank's own samplers over rank 0's
             state = {**state, **state["ranks"][self.world.rank]}
         self.sac.load_state_dict(state["sac"])
