@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 MATCH_US = 1e6  # answer stamps are matched to the microsecond (sensor stamps are whole physics ticks)
 HISTORY = 100_000  # latency and release samples kept for percentiles (83 min at 20 Hz)
 _RECENT_ANSWERS = 64  # released observations whose answer may still arrive
+CLOCK_STEP_S = 0.1  # the wall clock moved this far against the monotonic one: a step (NTP slews far slower)
 
 
 class LoopConfig(Config):
@@ -66,7 +67,7 @@ class LoopConfig(Config):
 
     real_time_factor: float = Field(1.0, ge=0.0)  # simulated seconds per wall second; 0 = lockstep, 1
     command_deadline_s: float = Field(0.04, gt=0.0)  # wall time a release waits for its answer, s
-    command_timeout_s: float = Field(0.5, gt=0.0)  # no command for this long (wall) -> the safe action, s
+    command_timeout_s: float = Field(0.4, gt=0.0)  # no command for this long (wall) -> the safe action, s
     answer_stamp: Literal["image", "state"] = "image"  # stamp the answering command carries (see above)
     seed: int = Field(0, ge=0)  # episode i draws its layout from seed + i
 
@@ -101,6 +102,8 @@ class LoopStats:
     ahead: int = 0  # commands stamped after every released observation: applied, answering none
     repeated: int = 0  # commands answering no newer observation than one answered already: not applied
     safe_steps: int = 0  # periods stepped on the safe action because no command came for command_timeout_s
+    safe_since_s: float | None = None  # wall time the current run of safe steps began; None: commanded
+    clock_steps: int = 0  # steps of the wall clock the stamps followed (see `_follow_clock_step`)
     disarmed: int = 0  # periods stepped while the controller was disarmed: unanswered, not counted as missed
     resetting_s: float = 0.0  # wall time between an episode's end and the next one's first release, s
     episodes: int = 0  # episodes finished
@@ -378,13 +381,17 @@ class RealtimeLoop:
                 self._cond.wait(remaining)
             if time.monotonic() - self._command_mono > self.cfg.command_timeout_s:
                 self._stats.safe_steps += 1
+                if self._stats.safe_since_s is None:
+                    self._stats.safe_since_s = time.time()
                 return self._safe
+            self._stats.safe_since_s = None
             return self._command
 
     def _release(self, obs: Observation, episode: int) -> Release:
         """Wait until `obs` is due (paced runs), then emit it with what is new since the last release."""
         t = float(obs.time_s[0])
         rtf = self.cfg.real_time_factor
+        self._follow_clock_step()
         due_mono = self._mono0 + (t - self._t0) / rtf if rtf > 0 else time.monotonic()
         self._due_mono = due_mono
         if rtf > 0:
@@ -429,6 +436,21 @@ class RealtimeLoop:
                         self._due.popitem(last=False)
         self._emit(release)
         return release
+
+    def _follow_clock_step(self) -> None:
+        """Stamps follow a stepped wall clock (NTP or chrony stepping the host's clock), as a camera driver
+        stamping each frame with the system time does: the run's time base moves with it. Paced by the
+        monotonic clock alone, they kept the time base of the run's start, so the nodes, reading the stepped
+        clock, saw every frame 5 s old (or ahead) until the clock came back, and the base stayed stopped."""
+        mono, wall = clock_pair()
+        step = (wall - mono) - (self._wall0 - self._mono0)
+        if abs(step) < CLOCK_STEP_S:
+            return
+        self._wall0 += step
+        self._epoch = round(self._wall0 - self._t0, 3)
+        with self._cond:
+            self._stats.clock_steps += 1
+        log.warning("the wall clock stepped by %+.3f s: stamps follow it from this observation on", step)
 
     def _stream_imu(self, obs: Observation, episode: int, before_s: float) -> None:
         """Release the new IMU samples of `obs` that reach the controller before `before_s` (the time of

@@ -42,11 +42,14 @@ def start_opd(ros_context: Context, contract_artifact: Path) -> Iterator[Start]:
     """Starts an active OPD node with extra parameters; everything it sends is recorded from activation on.
 
     By default it executes the student's actions (drive student): the OPD core has tests of its own below.
+    Frames here are fed slower than real time, stamped up to 1 s back, so the age limit on what is sent
+    (`max_input_age_s`) is lifted unless a test sets it: it has a test of its own.
     """
     started: list[tuple[OpdNode, Probe, MultiThreadedExecutor]] = []
 
     def start(artifact: Path = contract_artifact, **params: object) -> Rig:
-        values = {"artifact_dir": str(artifact), "autostart": False, "drive": "student", **params}
+        values = {"artifact_dir": str(artifact), "autostart": False, "drive": "student",
+                  "max_input_age_s": 60.0, **params}  # fmt: skip
         overrides = [Parameter(name, value=value) for name, value in values.items()]
         node = OpdNode(context=ros_context, parameter_overrides=overrides)
         probe = Probe(ros_context)
@@ -346,6 +349,32 @@ def test_drive_opd_executes_the_gates_choice_with_cmd_vel_and_reports_it(
         assert SOURCES[gate.source] == who and gate.header.stamp == emb.header.stamp and gate.reason
         assert skill == want_skill and np.allclose(params, want_params, atol=1e-4)
     assert_commands_pair_up(probe, codec, executor)
+
+
+def test_an_action_on_an_input_too_old_is_not_sent_and_the_watchdog_stops_the_base(start_opd: Start) -> None:
+    """A starved graph decides late: an action answering an image older than `max_input_age_s` when it would
+    go out is counted, not sent, and is no sign of life; the safe action follows once nothing fresher came
+    for `input_timeout_s`, and a fresh action drives again."""
+    node, probe, executor, codec = start_opd(max_input_age_s=0.3, input_timeout_s=0.2)
+    safe = codec.contract.safe_skill_id
+    drive = codec.contract.action("drive", speed=0.4, curvature=0.0)
+    driving = lambda: [m for m in probe.received[ACTION] if codec.from_msg(m)[0] != safe]  # noqa: E731
+    probe.publish(STUDENT, codec.to_msg(*drive, time.time(), "student"))
+    assert spin_until(executor, lambda: len(driving()) == 1)
+    stops = len(probe.received[ACTION]) - 1
+    for _ in range(4):  # each answers an image 0.6 s old: none goes out, the watchdog stops the base
+        probe.publish(STUDENT, codec.to_msg(*drive, time.time() - 0.6, "student"))
+        spin_for(executor, 0.1)
+    assert spin_until(executor, lambda: node.stale == 4 and len(probe.received[ACTION]) > stops + 1)
+    assert len(driving()) == 1 and node.fallback.stopped
+    assert codec.from_msg(probe.received[ACTION][-1])[0] == safe
+    probe.publish(STUDENT, codec.to_msg(*drive, time.time(), "student"))
+    assert spin_until(executor, lambda: len(driving()) == 2 and not node.fallback.stopped)
+    reported = lambda: {  # noqa: E731
+        kv.value for m in probe.received["/diagnostics"] for st in m.status for kv in st.values
+        if kv.key == "stale_not_sent"
+    }  # fmt: skip
+    assert spin_until(executor, lambda: "4" in reported())  # a user sees the count
 
 
 def test_drive_opd_without_a_teacher_lets_the_student_act_alone(

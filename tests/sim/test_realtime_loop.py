@@ -239,7 +239,7 @@ def test_imu_samples_stream_on_their_own_as_they_are_taken() -> None:
 
 def test_a_silent_controller_costs_missed_cycles_then_the_safe_action() -> None:
     cfg = LoopConfig(command_deadline_s=0.01, command_timeout_s=0.2)
-    start = time.monotonic()
+    start, start_wall = time.monotonic(), time.time()
     robot = StallingRobot(stall_at=4, stall_s=0.12)  # the 5th release comes more than a period late
     loop, robot, releases = run_loop(cfg, answer=False, seconds=1.0, robot=robot)
     s = loop.stats()
@@ -252,10 +252,33 @@ def test_a_silent_controller_costs_missed_cycles_then_the_safe_action() -> None:
     assert len(s.missed_at_s) == s.missed + s.overruns
     missed_at = np.sort(s.missed_at_s)
     assert start < missed_at[0] and missed_at[-1] < time.monotonic() and np.all(np.diff(missed_at) > 0)
-    # No command for command_timeout_s: stepped on the safe action, as a base's watchdog does.
+    # No command for command_timeout_s: stepped on the safe action, as a base's watchdog does, and when it
+    # began is reported (the fault bench times the base's stop by it).
     assert s.safe_steps >= 1 and robot.x[0] == 0.0
+    assert s.safe_since_s is not None and start_wall + cfg.command_timeout_s <= s.safe_since_s < time.time()
     # Missing answers do not stall real time: about 20 periods per wall second.
     assert s.cycles >= 10
+
+
+def test_stamps_follow_a_stepped_wall_clock_and_commands_flow_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's clock stepped forward 5 s, then back (NTP, chrony): the time base of the stamps follows
+    each step, as a camera driver stamping with the system time does, so nodes reading the stepped clock see
+    fresh frames; the controller's answers (matched in simulated time) keep flowing, and no safe step."""
+    offset = [0.0]
+    real_time = time.time
+    monkeypatch.setattr(realtime_loop.time, "time", lambda: real_time() + offset[0])
+    steps = [
+        threading.Timer(0.4, offset.__setitem__, (0, 5.0)),
+        threading.Timer(0.8, offset.__setitem__, (0, 0.0)),
+    ]
+    for timer in steps:
+        timer.start()
+    loop, _, releases = run_loop(LoopConfig(), answer=True, seconds=1.2)
+    s = loop.stats()
+    epochs = [r.epoch_s for r in releases if not r.imu_only]
+    shifts = np.round(np.diff(epochs), 2)
+    assert sorted(shifts[shifts != 0].tolist()) == [-5.0, 5.0] and s.clock_steps == 2
+    assert s.safe_steps == 0 and s.commands >= 8 and s.missed <= 2  # an answer in flight at a step may miss
 
 
 def test_clock_pair_keeps_the_reading_taken_without_pre_emption(monkeypatch: pytest.MonkeyPatch) -> None:

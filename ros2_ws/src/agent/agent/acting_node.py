@@ -7,11 +7,14 @@ follows it. The watchdog (ticking on the steady clock, timing on the ROS clock, 
 use_sim_time, and a system clock stepped back stops at once) sends the contract's safe action once the
 source has been silent for `input_timeout_s`, then every 1/`safe_keepalive_hz` s
 (`policies.safe_fallback.SafeFallback`). Deactivating (disarm, Ctrl-C, shutdown) ends acting and sends the
-safe action in one step under that lock, so it is the last action out.
+safe action in one step under that lock, so it is the last action out. An action answering an input older
+than `max_age_s` when it would go out (a starved process decided late) is not sent but counted: the
+base then reaches the safe action on the watchdog instead of driving on what it saw half a second ago.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -40,9 +43,14 @@ class ActingNode(AgentNode):
         self.acting = False  # actions may go out (active, not deactivating)
         super().__init__(spec, **kwargs)
 
-    def configure_acting(self, contract: SkillContract, settings: dict[str, Any], topic: str) -> None:
-        """The contract actions are clipped into, the fallback's timing, the action publisher on `topic`."""
+    def configure_acting(
+        self, contract: SkillContract, settings: dict[str, Any], topic: str, max_age_s: float = math.inf
+    ) -> None:
+        """The contract actions are clipped into, the fallback's timing, the action publisher on `topic`, and
+        the oldest input an action may answer when sent (`max_age_s`, s)."""
         self.contract = contract
+        self.max_age_s = max_age_s
+        self.stale = 0  # actions not sent: their input was older than max_age_s by then
         self.codec = ActionCodec(contract)
         self.fallback = SafeFallback(settings["input_timeout_s"], 1.0 / settings["safe_keepalive_hz"])
         self.watchdog_period_s = 1.0 / settings["watchdog_rate_hz"]
@@ -78,14 +86,21 @@ class ActingNode(AgentNode):
     def send(self, action: ClippedAction, stamp: Time, source: str, sent: StreamStats) -> bool:
         """Send `action` with its input's `stamp` and count it on `sent`, unless acting stopped meanwhile (the
         safe action then stays the last one); True when it ends a stop (the source acts again)."""
+        input_s = checked_stamp(stamp)
         with self.lock:
             if not self.acting:
                 return False
-            self.clipped += action.clipped  # counted before the action is out: whoever sees it sees the count
-            self.publish(action.skill, action.params, stamp, source)
             now = self.now_s()  # read under the lock, as the watchdog reads it
-            sent.accept(checked_stamp(stamp), now)
-            return self.fallback.on_action(now)
+            if source != "safe" and (age := now - input_s) > self.max_age_s:
+                self.stale += 1  # no sign of life either: the watchdog stops the base if none is fresher
+            else:
+                self.clipped += action.clipped  # counted before the action is out: whoever sees it sees it
+                self.publish(action.skill, action.params, stamp, source)
+                sent.accept(input_s, now)
+                return self.fallback.on_action(now)
+        self.warn_throttled("stale", f"{source} action not sent: its input is {age:.3f} s old "
+                            f"(max_input_age_s {self.max_age_s:g} s); {self.stale} so far")  # fmt: skip
+        return False
 
     def watchdog(self) -> None:
         """The safe action while the source is silent: at once, then at the keep-alive rate."""

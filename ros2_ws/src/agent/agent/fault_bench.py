@@ -12,8 +12,8 @@ its window and whether a report counts them, the recovery (restart -> commands f
 node comes up disarmed and is armed by `agent.arming.set_armed`, the person), and whether what was written
 can be loaded. Two nodes need no stop of their own: the sim bridge is the robot (its world stops with its
 process, as a real base's firmware watchdog stops it when its driver dies), and the opd node is the one that
-sends stops (the sim bridge's command watchdog stops the base then, read from its `safe_steps` on
-/diagnostics every 0.1 s). The clock steps (fault 5) come last, on the graph restarted under libfaketime.
+sends stops (the sim bridge's command watchdog stops the base then: its first safe step's time,
+`safe_since` on /diagnostics). The clock steps (fault 5) come last, on the graph restarted under libfaketime.
 """
 
 from __future__ import annotations
@@ -126,9 +126,10 @@ class FaultBench:
             note = f"the base is this process: it stops with it; the opd node's stop {stop_ms:.0f} ms later"
             stop_ms = 0.0
         elif name == "opd":
-            base = self.watch.rose(t0, "sim_bridge", "safe_steps")
+            base = self.watch.time_value(t0, "sim_bridge", "safe_since")
             stop_ms = None if base is None else (base - t0) * 1e3
-            note = "stopped by the sim bridge's command watchdog (command_timeout_s 0.5 s, 0.1 s reports)"
+            timeout = self.graph.params["sim_bridge"]["ros__parameters"]["command_timeout_s"]
+            note = f"stopped by the sim bridge's command watchdog (command_timeout_s {timeout:g} s)"
         else:
             note = self._stop_note(t0, safe)
         restart = time.time()
@@ -325,9 +326,9 @@ class FaultBench:
         """Fault 5: every node's system clock stepped by `step_s` (as NTP or chrony steps a host's clock),
         and back to true time CLOCK_HELD_S later.
 
-        Sent times are read on the stepped clock then, and taken back to true time here; input stamps are
-        not stepped (the sim bridge's run epoch plus simulated time), so a command's true input age is
-        (sent - step_s) - stamp.
+        Sent times are read on the stepped clock then, and taken back to true time here. Input stamps follow
+        the step from the sim bridge's next observation on (as a camera driver's do), so a command's input
+        age is sent - stamp, or (sent - step_s) - stamp for an input stamped before the step (`_true_age`).
         """
         fault = f"clock stepped {'back' if step_s < 0 else 'forward'} {abs(step_s):g} s, {CLOCK_HELD_S:g} s"
         lost0, mark, t0 = self._lost(), self.watch.mark(), time.time()
@@ -335,19 +336,21 @@ class FaultBench:
         time.sleep(CLOCK_HELD_S)
         stepped, t1 = self.watch.between(mark, self.watch.mark()), time.time()
         self.graph.set_clock(0.0)
-        true = [(t - step_s, src, stamp) for t, src, stamp in stepped]
-        stops = [t for t, src, _ in true if src == "safe" and t > t0]
-        drives = [t - stamp for t, src, stamp in true if src != "safe"]
-        unsafe = sum(1 for age in drives if age >= STALE_S) + self.watch.unsafe(t1, time.time())
+        stops = [t - step_s for t, src, _ in stepped if src == "safe" and t - step_s > t0]
+        drives = [(t - step_s, _true_age(t - stamp, step_s)) for t, src, stamp in stepped if src != "safe"]
+        unsafe = sum(1 for _, age in drives if age >= STALE_S) + self.watch.unsafe(t1, time.time())
+        # The clock is not stepped back on a robot: what counts is driving again while it stays stepped.
+        resumed = [t for t, age in drives if stops and t > stops[0] and age < STALE_S]
         flowing = self._steady(t1)
         died = self.graph.died()
-        note = f"{len(drives)} drive commands and {len(stops)} safe actions while stepped; " + (
+        again = (f"driving again {resumed[0] - t0:.1f} s after the step" if resumed
+                 else f"driving again {flowing - t1:.1f} s after the clock came back")  # fmt: skip
+        note = f"{len(drives)} drive commands and {len(stops)} safe actions while stepped; {again}; " + (
             f"nodes DIED: {died}" if died else "no node died"
         )
         stop_ms = (stops[0] - t0) * 1e3 if stops else None
-        return FaultResult(
-            fault, stop_ms, unsafe, self._lost() - lost0, True, flowing - t1, None, not died, note
-        )
+        recovery = resumed[0] - t0 if resumed else flowing - t1
+        return FaultResult(fault, stop_ms, unsafe, self._lost() - lost0, True, recovery, None, not died, note)
 
     def killed_writes(self) -> list[FaultResult]:
         """Fault 4: a checkpoint, a student version and an export each killed mid-write (no graph needed)."""
@@ -360,6 +363,13 @@ class FaultBench:
                 FaultResult(f"SIGKILL mid-write: {k.write}", None, 0, 0, True, None, None, k.loadable, k.note)
             )
         return rows
+
+
+def _true_age(apparent_s: float, step_s: float) -> float:
+    """A command's input age, sent and stamped on a clock stepped by `step_s` in between or not: of
+    `apparent_s` (both on one side of the step) and `apparent_s - step_s` (stamped before it, sent after), the
+    one an answer can have, the smaller that is not negative."""
+    return min((a for a in (apparent_s, apparent_s - step_s) if a >= 0.0), default=apparent_s)
 
 
 def _readable(bag: Path) -> bool:

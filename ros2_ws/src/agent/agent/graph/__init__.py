@@ -345,11 +345,15 @@ NODES: tuple[NodeSpec, ...] = (
                   "this often and announce it on /agent/student_version; 0 = never", "s", 0.0, 86400.0),
             Param("versions_dir", "", "where student versions are written (the newest 3 kept); empty = "
                   "~/.cache/agent/versions/<first 12 hex of the artifact's manifest hash>"),
-            Param("input_timeout_s", 0.5, "no action from the executed source (the student's, or the "
-                  "teacher's with drive teacher) for this long -> safe action + ERROR", "s", 0.01, 60.0),
+            Param("input_timeout_s", 0.4, "no action from the executed source (the student's, or the "
+                  "teacher's with drive teacher) sent for this long -> safe action + ERROR: with the "
+                  "watchdog's period and a frame in flight, a stop within 0.5 s of a fault", "s", 0.01, 60.0),
+            Param("max_input_age_s", 0.5, "an action answering an input older than this when it would be "
+                  "sent is not sent (counted as stale): a starved graph stops on the watchdog rather than "
+                  "drive on old frames", "s", 0.01, 60.0),
             Param("safe_keepalive_hz", 1.0, "rate of the safe action while the executed source stays silent, "
                   "after the first one (sent on going silent)", "Hz", 0.1, 100.0),
-            Param("watchdog_rate_hz", 20.0, "rate of the staleness check of the executed source",
+            Param("watchdog_rate_hz", 50.0, "rate of the staleness check of the executed source",
                   "Hz", 1.0, 1000.0),
             Param("teacher_timeout_s", 1.0, "no teacher action for this long -> diagnostic WARN (the "
                   "teacher is not executed; with drive teacher see input_timeout_s)", "s", 0.01, 60.0),
@@ -384,8 +388,9 @@ NODES: tuple[NodeSpec, ...] = (
                   "as soon as its command arrives); other than 1 needs use_sim_time", "", 0.0, 100.0),
             Param("command_deadline_s", 0.04, "wall time an observation waits for the command that answers "
                   "it; then the robot steps on its last command (a missed cycle)", "s", 0.001, 10.0),
-            Param("command_timeout_s", 0.5, "no command for this long (wall time) -> the robot applies the "
-                  "contract's safe action and reports ERROR, until commands return", "s", 0.01, 60.0),
+            Param("command_timeout_s", 0.4, "no command for this long (wall time) -> the robot applies the "
+                  "contract's safe action from its next step and reports ERROR, until commands return",
+                  "s", 0.01, 60.0),
         ),
         sim_only=True,
     ),

@@ -23,7 +23,9 @@ and it passes `SkillContract.clip`. The policy no longer commands the base: /age
 
 What reaches /cmd_vel, by state (this node is the arm switch, `agent.graph.NodeSpec.arms`):
 - disarmed (configured, inactive; how a real robot starts): nothing at all, so teleop or a mux own the base;
-- armed, the source acting: one command per executed action (20 Hz);
+- armed, the source acting: one command per executed action (20 Hz), unless its input is older than
+  `max_input_age_s` by then (a starved process decided late): that one is not sent but counted
+  (`stale_not_sent` on /diagnostics), and the watchdog below stops the base if nothing fresher follows;
 - armed, the source silent: with no action from the executed source for `input_timeout_s` (none yet after
   activation; with drive teacher and sim:=none, never) the contract's safe action (`stop`, stamped when
   sent) on both topics at the next watchdog check (`watchdog_rate_hz`), then one every
@@ -143,7 +145,7 @@ class OpdNode(ActingNode):
         self.teacher = StreamStats("teacher_action", TOPICS[TEACHER].rate_hz, s["teacher_timeout_s"])
         self.privileged = StreamStats("privileged_state", TOPICS[PRIVILEGED].rate_hz, s["teacher_timeout_s"])
         self.executed = StreamStats("executed_action", TOPICS[ACTION].rate_hz)  # latency: stamp -> sent
-        self.configure_acting(artifact.contract, s, ACTION)  # source actions clipped into its contract
+        self.configure_acting(artifact.contract, s, ACTION, s["max_input_age_s"])  # clipped into its contract
         self.cmd_stamped, self.base_frame_id = s["cmd_vel_stamped"], s["base_frame_id"]
         self.pub_cmd = self.publisher(CMD_VEL, None if self.cmd_stamped else "geometry_msgs/msg/Twist")
         self.pub_gate = self.publisher(GATE)
@@ -333,6 +335,7 @@ class OpdNode(ActingNode):
             "source": self.source,
             "safe_actions": str(self.fallback.safe_sent),
             "clipped": str(self.clipped),
+            "stale_not_sent": str(self.stale),
         })  # fmt: skip
         if self.fallback.silent(now):
             safe, period = self.contract.safe_skill, self.fallback.keepalive_s

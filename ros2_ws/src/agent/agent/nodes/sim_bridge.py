@@ -261,6 +261,7 @@ class SimBridgeNode(AgentNode):
             "successes": str(loop.successes),
             "clipped": str(sum(loop.clipped.values())),
             "safe_steps": str(loop.safe_steps),
+            "safe_since": "" if loop.safe_since_s is None else f"{loop.safe_since_s:.3f}",
             "latency_p50_ms": f"{np.percentile(lat, 50):.1f}" if lat.size else "nan",
             "latency_p99_ms": f"{np.percentile(lat, 99):.1f}" if lat.size else "nan",
             "sim_time_s": f"{loop.sim_time_s:.2f}",
