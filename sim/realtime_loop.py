@@ -27,8 +27,8 @@ Timing, for a real-time factor r > 0 (r = 1: real time):
   frame dropped, the proxy's latency jitter) leave a live controller without a new observation for a
   period or two, and the per-period deadline already counts those as missed;
 - while the controller is disarmed (`set_armed(False)`: an operator stopped it on purpose) nothing answers:
-  the robot steps on its last command (the safe action disarming sent) at each deadline, and the period
-  counts as disarmed, not missed.
+  the robot steps on its last command (the safe action disarming sent) without waiting for an answer, and
+  the period counts as disarmed, neither missed nor overrun.
 A finished episode is counted and the next one starts from seed + episode index. The robot starts on
 the contract's safe action and is left on it (`stop` parks it).
 
@@ -368,7 +368,7 @@ class RealtimeLoop:
         with self._cond:
             if not self._armed:
                 self._stats.disarmed += 1
-            while awaited is not None and not self._stopping.is_set():
+            while awaited is not None and self._armed and not self._stopping.is_set():
                 if self._answered is not None and self._answered >= awaited:
                     break
                 remaining = deadline - time.monotonic()

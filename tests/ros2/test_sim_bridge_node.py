@@ -212,3 +212,35 @@ def test_a_controller_repeating_an_old_answer_parks_the_robot_and_is_named(bridg
     assert repeat_until(lambda: entry in probe.diagnostics("sim_bridge: "))
     robot = probe.diagnostics("sim_bridge: ")[entry]
     assert robot.level == ERROR and "repeats an old answer" in robot.message, robot.message
+
+
+def test_a_disarmed_arm_switch_is_followed_and_its_silence_is_no_missed_cycle(bridge: Rig) -> None:
+    """Under a launch no session tells the bridge about arming: it asks the arm switch (the opd node) its
+    state and follows its transition events, so the periods an operator disarmed are counted as disarmed,
+    not missed (issue 57: `agent disarm` under a launch made 2 missed cycles 120 in 5 s)."""
+    from lifecycle_msgs.msg import State, TransitionEvent
+    from lifecycle_msgs.srv import GetState
+
+    node, probe, executor = bridge
+
+    def inactive(_: GetState.Request, response: GetState.Response) -> GetState.Response:
+        response.current_state = State(id=State.PRIMARY_STATE_INACTIVE, label="inactive")
+        return response
+
+    probe.node.create_service(GetState, "/opd/get_state", inactive)  # the arm switch, disarmed at start
+    assert spin_until(executor, lambda: not node.controller_armed)
+    events = probe.node.create_publisher(TransitionEvent, "/opd/transition_event", 10)
+    assert spin_until(executor, lambda: events.get_subscription_count() > 0)
+    events.publish(TransitionEvent(goal_state=State(id=State.PRIMARY_STATE_ACTIVE, label="active")))
+    assert spin_until(executor, lambda: node.controller_armed)  # armed: silence is missed cycles again
+    unanswered = lambda: (s := node.loop.stats()).missed + s.overruns  # noqa: E731  # deadline > period here
+    assert spin_until(executor, lambda: unanswered() >= 3)
+    events.publish(
+        TransitionEvent(goal_state=State(id=State.TRANSITION_STATE_DEACTIVATING, label="deactivating"))
+    )
+    assert spin_until(executor, lambda: not node.controller_armed)
+    spin_for(executor, 0.5)  # the period waiting when the event came, and the releases it made late
+    missed, disarmed = unanswered(), node.loop.stats().disarmed
+    spin_for(executor, 1.0)
+    assert unanswered() == missed
+    assert node.loop.stats().disarmed - disarmed >= 10  # 20 periods a second, none answered, none missed

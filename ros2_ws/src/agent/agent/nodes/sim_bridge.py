@@ -30,11 +30,14 @@ from typing import Any
 
 import numpy as np
 from agent_interfaces.msg import HybridAction
+from lifecycle_msgs.msg import State, TransitionEvent
+from lifecycle_msgs.srv import GetState
+from rclpy.client import Client
 from rclpy.subscription import MessageInfo
 from rosgraph_msgs.msg import Clock
 
 import sim
-from agent.graph import TOPICS, node
+from agent.graph import NODES, TOPICS, node
 from agent.lifecycle_node import AgentNode
 from agent.messages import (
     ActionCodec,
@@ -61,6 +64,8 @@ SIM_CONFIGS = Path(sim.__file__).resolve().parent / "configs"  # <sim>.yaml and 
 CLOCK, SKILL, PRIVILEGED, ODOM = "/clock", "/agent/active_skill", "/sim/privileged_state", "/odom"
 IMU, CAMERA, COMMAND = "/imu/data", "/camera/image_raw", "/opd/action"
 CAMERA_INFO = "/camera/camera_info"
+ARM_SWITCH = next(n.name for n in NODES if n.arms)  # the node whose activity is the robot's arming
+ARM_POLL_S = 0.5  # period of asking the arm switch its state, until it answers once, s
 ODOM_FIELDS = ("odom_x_m", "odom_y_m", "odom_yaw_rad", "odom_v_mps", "odom_w_radps")  # proprio columns
 
 
@@ -83,6 +88,7 @@ class SimBridgeNode(AgentNode):
         self.loop: RealtimeLoop | None = None
         self.parked: AppliedAction | None = None  # what deactivate left the robot on
         self.controller_armed = True  # whether unanswered periods are missed ones (see set_controller_armed)
+        self.arm_client: Client | None = None  # asks the arm switch its state (watch_arm_switch)
         # Called on the robot thread after each observation went out, with the robot (agent run --video).
         self.release_hooks: list[Callable[[Release, RobotInterface], None]] = []
         self._repeated_seen = (
@@ -127,7 +133,7 @@ class SimBridgeNode(AgentNode):
 
     def set_controller_armed(self, armed: bool) -> None:
         """The arm switch was armed or disarmed: a disarmed controller's silence is no missed cycle. Told by
-        whoever watches it (`agent.sim_session`); alone, the bridge counts every unanswered period."""
+        `agent.sim_session` in one process, and by the arm switch itself (`watch_arm_switch`)."""
         self.controller_armed = armed
         loop = self.loop  # read once: configure may create it beside this
         if loop is not None:
@@ -135,8 +141,37 @@ class SimBridgeNode(AgentNode):
 
     def activate(self) -> None:
         self.command_sub = self.subscribe(COMMAND, self.on_command, self.io_group)
+        self.watch_arm_switch()
         self.parked = None
         self.loop.start()
+
+    def watch_arm_switch(self) -> None:
+        """Follow the arm switch's lifecycle in its namespace: its transition events, and its state asked
+        until it answers once (its activation may have come before this subscription). Under a launch no
+        session tells this node, and an operator's `agent disarm` counted every period after it as missed
+        (2 to 120 in 5 s). Until it answers, the bridge counts as armed: misses are not hidden."""
+        on_event = lambda m: self.set_controller_armed(m.goal_state.id == State.PRIMARY_STATE_ACTIVE)  # noqa: E731
+        self._active_entities.append(self.create_subscription(
+            TransitionEvent, f"{ARM_SWITCH}/transition_event", on_event, 10, callback_group=self.io_group
+        ))  # fmt: skip
+        if self.arm_client is None:  # one client for the node's life: activations come and go
+            self.arm_client = self.create_client(
+                GetState, f"{ARM_SWITCH}/get_state", callback_group=self.io_group
+            )
+        client = self.arm_client
+
+        def ask() -> None:
+            if client.service_is_ready() and not asked:
+                asked.append(client.call_async(GetState.Request()))
+                asked[0].add_done_callback(answered)
+
+        def answered(future: Any) -> None:
+            poll.cancel()
+            if future.result() is not None:
+                self.set_controller_armed(future.result().current_state.id == State.PRIMARY_STATE_ACTIVE)
+
+        asked: list = []
+        poll = self.timer(ARM_POLL_S, ask, self.io_group, steady=True)
 
     def deactivate(self) -> None:
         self.halt()
