@@ -44,7 +44,7 @@ def test_graph_is_consistent() -> None:
     assert len({n.executable for n in graph.NODES}) == len(graph.NODES)
     launch_args = {a.name: a for a in graph.LAUNCH_ARGS}
     assert set(launch_args) == {"use_sim_time", "params_file", "namespace", "autostart", "artifact_dir",
-                                "backend", "precision", "sim", "drive"}  # fmt: skip
+                                "backend", "precision", "sim", "drive", "respawn"}  # fmt: skip
     # One arm switch, and it is the node that commands the base.
     assert [n.name for n in graph.NODES if n.arms] == ["opd"]
     for spec in graph.NODES:

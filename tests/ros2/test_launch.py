@@ -45,13 +45,41 @@ def test_launch_description_starts_every_graph_node_with_its_arguments() -> None
     assert list(args["backend"].choices) == list(graph.BACKENDS)
     assert list(args["sim"].choices) == list(graph.SIMS)
     assert list(args["drive"].choices) == list(graph.DRIVES)
+    assert args["respawn"].default_value[0].text == "false" and list(args["respawn"].choices) == [
+        "true",
+        "false",
+    ]
     nodes = [e for e in description.entities if isinstance(e, LifecycleNode)]
     assert [n.node_executable for n in nodes] == [s.executable for s in graph.NODES]
     assert [n.node_package for n in nodes] == [graph.PACKAGE] * len(graph.NODES)
     for node, spec in zip(nodes, graph.NODES, strict=True):
         assert (node.condition is not None) == (spec.sim_only or bool(spec.off_with)), spec.name
     handlers = [e for e in description.entities if isinstance(e, RegisterEventHandler)]
-    assert len(handlers) == len(graph.NODES)  # one activation per node; the arm switch's is conditional
+    # Per node: its activation once configured (the arm switch's conditional) and its configure on each start.
+    assert len(handlers) == 2 * len(graph.NODES)
+
+
+def test_every_node_respawns_with_the_launch_argument_and_is_configured_after_the_dds_lease() -> None:
+    """Where launch_ros is missing, the launch file read as text: respawn:=true restarts every node, and a
+    respawned one is configured only after a SIGKILLed process's services leave Fast DDS discovery."""
+    tree = ast.parse(LAUNCH_FILE.read_text())
+    (node,) = [
+        c for c in ast.walk(tree) if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "LifecycleNode"
+    ]
+    keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
+    assert keywords["respawn"] == "LaunchConfiguration('respawn')"
+    constants = {
+        t.id: ast.literal_eval(a.value)
+        for a in tree.body
+        if isinstance(a, ast.Assign)
+        for t in a.targets
+        if t.id.startswith("RESPAWN_")
+    }
+    assert keywords["respawn_delay"] == "RESPAWN_DELAY_S" and constants["RESPAWN_DELAY_S"] <= 2.0
+    # Fast DDS's default participant lease: a SIGKILLed node's service stayed listed 19.98 s.
+    assert constants["RESPAWN_DELAY_S"] + constants["RESPAWN_CONFIGURE_S"] > 20.0
+    calls = {c.func.id for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    assert {"OnProcessStart", "OnStateTransition", "TimerAction"} <= calls
 
 
 def _installed(module: str) -> bool:

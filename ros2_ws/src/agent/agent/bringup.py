@@ -25,6 +25,8 @@ lifecycle service, as an operator would (`agent arm`, `ros2 lifecycle set <ns>/o
         stack.spin(duration_s=10.0)
 
 Launch-argument values are strings, as on the `ros2 launch` command line ("true", "onnxruntime").
+`respawn` is accepted and has no effect here: the nodes share this process, so there is no node process for
+launch to restart.
 """
 
 from __future__ import annotations

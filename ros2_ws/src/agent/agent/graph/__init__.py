@@ -251,6 +251,14 @@ LAUNCH_ARGS: tuple[LaunchArg, ...] = (
         "whose action the robot executes (the opd node's and the sim bridge's `drive`)",
         DRIVES,
     ),
+    LaunchArg(
+        "respawn",
+        "false",
+        "restart a node whose process exits (1 s later), configure it once the dead process has left DDS "
+        "discovery (21 s after the restart) and activate it, except the opd node: it comes back disarmed "
+        "until a person arms it (the launch file's; `agent run`, one process, ignores it)",
+        ("true", "false"),
+    ),
 )
 
 # Parameters every agent node declares (agent.lifecycle_node.AgentNode).
