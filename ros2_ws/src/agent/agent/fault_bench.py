@@ -319,7 +319,12 @@ class FaultBench:
         self.graph.stepped_clock = True
         for name in NODES:
             self.graph.start(name)
-        self._steady(time.time())
+        try:
+            self._steady(time.time())
+        except RuntimeError as err:  # every clock call of every node reads a file: a loaded host lags
+            note = f"not run: the graph under libfaketime never drove ({err})"
+            return [FaultResult(f"clock stepped {way}", None, 0, 0, True, None, None, True, note)
+                    for way in ("back", "forward")]  # fmt: skip
         return [self.step_clock(-JUMP_S), self.step_clock(JUMP_S)]
 
     def step_clock(self, step_s: float) -> FaultResult:
