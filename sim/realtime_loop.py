@@ -67,7 +67,7 @@ class LoopConfig(Config):
 
     real_time_factor: float = Field(1.0, ge=0.0)  # simulated seconds per wall second; 0 = lockstep, 1
     command_deadline_s: float = Field(0.04, gt=0.0)  # wall time a release waits for its answer, s
-    command_timeout_s: float = Field(0.4, gt=0.0)  # no command for this long (wall) -> the safe action, s
+    command_timeout_s: float = Field(0.35, gt=0.0)  # no command for this long (wall) -> the safe action, s
     answer_stamp: Literal["image", "state"] = "image"  # stamp the answering command carries (see above)
     seed: int = Field(0, ge=0)  # episode i draws its layout from seed + i
 

@@ -207,9 +207,12 @@ class FaultBench:
         t0 = time.time()
         if rec.failure:
             set_armed("disarm", context=self.context)  # as `agent run` does: RecordingStopped parks the robot
+        disarmed = time.time()
         time.sleep(1.0)
         report = rec.stop()
-        safe = self.watch.first_safe(t0)  # the opd node's stop on deactivation: its last command
+        # The opd node's stop on deactivation: the last command before the disarm returned (a stop of its
+        # watchdog's on a late frame may come before it, and drive commands after that one).
+        safe = self.watch.last_safe(t0, disarmed)
         ok = _readable(self.tmpfs / "bag")
         rearm_at = time.time()
         rearmed = safe is not None and self.watch.flowing(safe) is None

@@ -80,6 +80,12 @@ class Watch:
         with self.lock:
             return next((t for t, src, _ in self.actions if t > since and src == "safe"), None)
 
+    def last_safe(self, since: float, until: float) -> float | None:
+        """When the last safe action in (since, until] was sent."""
+        with self.lock:
+            stops = [t for t, src, _ in self.actions if since < t <= until and src == "safe"]
+        return max(stops, default=None)
+
     def last_drive(self, before: float) -> float | None:
         """When the last non-safe command before `before` was sent: the one the base ran on until the stop."""
         with self.lock:

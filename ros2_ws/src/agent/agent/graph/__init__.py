@@ -353,7 +353,7 @@ NODES: tuple[NodeSpec, ...] = (
                   "this often and announce it on /agent/student_version; 0 = never", "s", 0.0, 86400.0),
             Param("versions_dir", "", "where student versions are written (the newest 3 kept); empty = "
                   "~/.cache/agent/versions/<first 12 hex of the artifact's manifest hash>"),
-            Param("input_timeout_s", 0.4, "no action from the executed source (the student's, or the "
+            Param("input_timeout_s", 0.35, "no action from the executed source (the student's, or the "
                   "teacher's with drive teacher) sent for this long -> safe action + ERROR: with the "
                   "watchdog's period and a frame in flight, a stop within 0.5 s of a fault", "s", 0.01, 60.0),
             Param("max_input_age_s", 0.5, "an action answering an input older than this when it would be "
@@ -396,7 +396,7 @@ NODES: tuple[NodeSpec, ...] = (
                   "as soon as its command arrives); other than 1 needs use_sim_time", "", 0.0, 100.0),
             Param("command_deadline_s", 0.04, "wall time an observation waits for the command that answers "
                   "it; then the robot steps on its last command (a missed cycle)", "s", 0.001, 10.0),
-            Param("command_timeout_s", 0.4, "no command for this long (wall time) -> the robot applies the "
+            Param("command_timeout_s", 0.35, "no command for this long (wall time) -> the robot applies the "
                   "contract's safe action from its next step and reports ERROR, until commands return",
                   "s", 0.01, 60.0),
         ),
