@@ -11,7 +11,7 @@ import yaml
 from agent import graph
 from agent.arming import set_armed
 from agent.base_command import TwistMapping, velocity_of
-from agent.bringup import Bringup, launch_arguments
+from agent.bringup import Bringup, executor_name, launch_arguments
 from agent.messages import ActionCodec, stamp_to_sec
 from rclpy.context import Context
 from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
@@ -246,3 +246,40 @@ def test_launch_arguments_are_checked_like_the_launch_file() -> None:
 def test_an_unknown_executor_is_refused_before_any_node_starts(ros_context: Context) -> None:
     with pytest.raises(ValueError, match="executor 'events': choose one of"):
         Bringup(context=ros_context, executor="events")
+
+
+def test_fused_the_encoders_callback_hands_each_embedding_to_the_opd_decision(
+    ros_context: Context, tiny_artifact: Path
+) -> None:
+    """fused: the encoder and the opd node on one executor, and each embedding goes from the encoder's
+    callback straight to the OPD decision: one gate decision per embedding, stamped with it. /agent/state
+    is still published (bags, `agent replay`); the opd node does not subscribe to it."""
+    probe = Probe(ros_context)
+    probe.record("/agent/state", "/opd/gate", "/opd/action")
+    with Bringup(context=ros_context, fused=True, artifact_dir=str(tiny_artifact), drive="opd",
+                 autostart="true") as bringup:  # fmt: skip
+        assert [executor_name(e) for e in bringup.executors] == ["encoder+opd"]
+        bringup.add_node(probe.node)
+        assert bringup.spin(60.0, until=lambda: all_active(bringup)), [n.fault for n in bringup.nodes]
+        opd = bringup.node("opd")
+        assert "state" not in {s.topic_name.split("/")[-1] for s in opd.subscriptions}
+        probe.advertise("/camera/image_raw", "/imu/data")
+        assert bringup.spin(5.0, until=lambda: probe.matched("/camera/image_raw", "/imu/data"))
+        feed = SensorFeed(probe, time.time())
+        for _ in range(100):
+            feed.step(time.time())
+            if bringup.spin(0.05, until=lambda: len(probe.received["/opd/gate"]) >= 5):
+                break
+        gates = [m.header.stamp for m in probe.received["/opd/gate"]]
+        assert len(gates) >= 5
+        assert bringup.spin(2.0, until=lambda: len(probe.received["/agent/state"]) >= len(gates))
+        assert gates == [m.header.stamp for m in probe.received["/agent/state"]][: len(gates)]
+        acted = {(m.header.stamp.sec, m.header.stamp.nanosec) for m in probe.received["/opd/action"]}
+        assert all((g.sec, g.nanosec) in acted for g in gates)  # each decision executed with its stamp
+    probe.node.destroy_node()
+
+
+@pytest.mark.parametrize("args", [{"drive": "student"}, {"executor": "multi"}])
+def test_fused_needs_drive_opd_and_single_threaded_executors(ros_context: Context, args: dict) -> None:
+    with pytest.raises(ValueError, match="fused .* needs drive opd and single-threaded executors"):
+        Bringup(context=ros_context, fused=True, **args)

@@ -27,6 +27,7 @@ from agent.messages import (
 )
 from agent.nodes.opd import OpdNode
 from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from ros_harness import Probe, record_sent, spin_for, spin_until, tick_while_an_action_executes
 
@@ -47,15 +48,18 @@ def start_opd(ros_context: Context, contract_artifact: Path) -> Iterator[Start]:
     """
     started: list[tuple[OpdNode, Probe, MultiThreadedExecutor]] = []
 
-    def start(artifact: Path = contract_artifact, **params: object) -> Rig:
+    def start(artifact: Path = contract_artifact, fused: bool = False, **params: object) -> Rig:
+        """`fused`: as `agent.bringup` runs the node beside the encoder, on one single-threaded executor
+        (here the test's thread), without its /agent/state subscription (the test calls `take_state`)."""
         values = {"artifact_dir": str(artifact), "autostart": False, "drive": "student",
                   "max_input_age_s": 60.0, **params}  # fmt: skip
         overrides = [Parameter(name, value=value) for name, value in values.items()]
         node = OpdNode(context=ros_context, parameter_overrides=overrides)
+        node.states_in_process = fused
         probe = Probe(ros_context)
         probe.record(ACTION, CMD_VEL, GATE, "/diagnostics")
         probe.advertise(STUDENT, TEACHER, STATE, PRIVILEGED)
-        executor = MultiThreadedExecutor(context=ros_context)
+        executor = (SingleThreadedExecutor if fused else MultiThreadedExecutor)(context=ros_context)
         executor.add_node(node)
         executor.add_node(probe.node)
         started.append((node, probe, executor))
@@ -389,6 +393,37 @@ def test_drive_opd_without_a_teacher_lets_the_student_act_alone(
     assert {g.reason for g in probe.received[GATE]} == {"teacher_unavailable"}
     assert all(SOURCES[g.source] == "student" for g in probe.received[GATE])
     assert_commands_pair_up(probe, codec, executor)
+
+
+def test_fused_the_privileged_states_join_before_the_frame_that_follows_them(
+    start_opd: Start, tiny_artifact: Path, tmp_path: Path
+) -> None:
+    """Fused with the encoder (its callback hands the node each embedding: `take_state`), the opd node
+    takes the privileged states at the start of each decision, not in callbacks of their own (no executor
+    wakes for them): a state published just before a frame is joined before it, as its /opd/gate says
+    (`teacher_upto`, what `agent replay` feeds before the frame); while no frame comes the watchdog takes
+    them."""
+    from policies.artifact import Artifact
+
+    cfg = opd_config(tmp_path)
+    node, probe, executor, _ = start_opd(tiny_artifact, fused=True, drive="opd", opd_config=cfg)
+    assert spin_until(executor, lambda: probe.matched(PRIVILEGED, by=node))
+    assert "agent/state" not in {s.topic_name.lstrip("/") for s in node.subscriptions}
+    sub = node.privileged_sub
+    assert sub is not None and not sub.callback_group.can_execute(sub)
+    fields = Artifact.load(tiny_artifact).model("predictor")["fields"]
+    names, state = privileged_names(fields), np.zeros(len(fields), np.float32)
+    frames = feed_opd(probe, executor, node, tiny_artifact, 4, teacher=False)
+    first = stamp_to_sec(frames[0][0].header.stamp) - 0.05
+    probe.publish(PRIVILEGED, privileged_to_msg(state, 0, 0, first, names))  # no frame follows it yet
+    assert spin_until(executor, lambda: node.privileged.accepted == 1)
+    for i, (emb, _, _) in enumerate(frames):
+        stamp = stamp_to_sec(emb.header.stamp)
+        probe.publish(PRIVILEGED, privileged_to_msg(state, 0, i + 1, stamp, names))
+        node.take_state(emb)  # at once, as the encoder's callback does: no spin between the two
+        assert spin_until(executor, lambda i=i: len(probe.received[GATE]) == i + 1)
+        assert probe.received[GATE][i].teacher_upto == pytest.approx(stamp, abs=1e-6)
+    assert node.privileged.accepted == len(frames) + 1 and node.stream.refusals == {}
 
 
 def test_a_frame_stamped_ahead_is_dropped_without_blocking_the_frames_after_it(

@@ -14,9 +14,13 @@ message, which cost more here than that overlap gains. The nodes keep their call
 correct under either executor (their tests spin them multi-threaded). One executor for all nodes cannot carry
 the graph: it rebuilds its wait set over every entity of every node (about 30 per lifecycle node: services,
 timers, subscriptions) on each wake-up and takes one message per wake-up. Each executor `spin`s (a
-spin_once(timeout) loop would create a timeout timer per message). The bringup reads the same definition as
+spin_once(timeout) loop would create a timeout timer per message). `fused=True` (drive opd, single-threaded
+executors; what `agent run` and `agent bench graph` use) puts the encoder and the opd node on one executor,
+the encoder's callback handing each embedding straight to the OPD decision (`EncoderNode.hand_over`,
+`OpdNode.take_state`): no /agent/state hop and one thread fewer on the frame's path; measured p50 -6% and p99
+29-31 ms against 31-42 outside host steal (docs/graph.md, Latency). The bringup reads the same definition as
 launch/bringup.launch.py (`agent.graph`), takes the same launch arguments with the same meaning, and brings
-the nodes up as the launch file's event handlers do: each node configures on its own thread, then activates,
+the nodes up as the launch file's event handlers do: each configures on its executor's thread, then activates,
 except the arm switch (the opd node, which commands the base), which activates only when `autostart` arms the
 robot (`graph.armed`: by default in simulation, not with sim:=none). A disarmed stack is armed over the
 lifecycle service, as an operator would (`agent arm`, `ros2 lifecycle set <ns>/opd activate`):
@@ -46,6 +50,9 @@ from rclpy.parameter import Parameter
 
 from agent import graph
 from agent.executors import MultiThreadedExecutor, stop_executor
+
+# `fused`: the encoder's executor also spins the opd node; the encoder hands each embedding to its decision
+FUSED = ("encoder", "opd")
 
 
 def launch_arguments(**values: str) -> dict[str, str]:
@@ -123,22 +130,33 @@ class Bringup:
         executor: str = "single",
         num_threads: int | None = None,
         node_kwargs: dict[str, dict[str, Any]] | None = None,
+        fused: bool = False,
         **launch_args: str,
     ) -> None:
         if executor not in graph.EXECUTORS:
             raise ValueError(f"executor {executor!r}: choose one of {graph.EXECUTORS}")
         self.args = launch_arguments(**launch_args)
+        if fused and (executor != "single" or self.args["drive"] != "opd"):
+            raise ValueError("fused (the encoder handing its embeddings to the opd node's decision) needs "
+                             f"drive opd and single-threaded executors, not drive {self.args['drive']} "
+                             f"with {executor}")  # fmt: skip
         self.context = context
         self.executor_kind = executor
         self.num_threads = num_threads  # per multi-threaded executor; None = one per CPU
         self.nodes = create_nodes(self.args, context, node_kwargs)
         self.armed = graph.armed(self.args)
         self.executors: list[Executor] = []
+        self._members: list[list[int]] = []  # per executor: the indices of the graph nodes it brings up
         self._threads: list[threading.Thread] = []
         # of self.nodes, in order; none for extras
         self._specs = list(graph.nodes_for(self.args["sim"], self.args["drive"]))
-        for n in self.nodes:
-            self._add_executor(n)
+        names = [n.get_name() for n in self.nodes]
+        for i, n in enumerate(self.nodes):
+            if fused and names[i] == FUSED[1]:
+                self._fuse(names.index(FUSED[0]), i)
+            else:
+                self._add_executor(n)
+                self._members[-1].append(i)
 
     def __enter__(self) -> Bringup:
         return self
@@ -182,7 +200,16 @@ class Bringup:
                 finalize()
         for n in self.nodes:
             n.destroy_node()
-        self.nodes, self.executors, self._threads = [], [], []
+        self.nodes, self.executors, self._members, self._threads = [], [], [], []
+
+    def _fuse(self, encoder: int, opd: int) -> None:
+        """The opd node on the encoder's executor (it was added first: graph order), and each embedding
+        handed to it in the encoder's callback: one thread, no /agent/state hop (still published)."""
+        host = next(k for k, members in enumerate(self._members) if encoder in members)
+        self.executors[host].add_node(self.nodes[opd])
+        self._members[host].append(opd)
+        self.nodes[opd].states_in_process = True
+        self.nodes[encoder].hand_over = self.nodes[opd].take_state
 
     def _add_executor(self, n: Node) -> None:
         if self.executor_kind == "multi":
@@ -191,22 +218,29 @@ class Bringup:
             executor = SingleThreadedExecutor(context=self.context)
         executor.add_node(n)
         self.executors.append(executor)
+        self._members.append([])
 
     def _start(self, i: int) -> None:
         executor = self.executors[i]
 
         def run() -> None:
-            if i < len(
-                self._specs
-            ):  # a graph node, brought up on its own thread: the models load in parallel
-                bring_up(self.nodes[i], self._specs[i], self.armed)
+            # graph nodes, each executor's on its own thread: models load in parallel
+            for k in self._members[i]:
+                bring_up(self.nodes[k], self._specs[k], self.armed)
             executor.spin()
 
-        # named after its node: its CPU time is the node's (`agent.thread_cpu`)
-        name = f"executor-{executor.get_nodes()[0].get_name()}"
+        # named after its nodes: its CPU time is theirs (`agent.thread_cpu`)
+        name = f"executor-{executor_name(executor)}"
         thread = threading.Thread(target=run, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
+
+
+def executor_name(executor: Executor) -> str:
+    """The names of the nodes `executor` spins, in graph order, joined by "+" ("encoder+opd" where fused)."""
+    order = {spec.name: i for i, spec in enumerate(graph.NODES)}
+    names = sorted(n.get_name() for n in executor.get_nodes())  # a set: sorted for a stable name
+    return "+".join(sorted(names, key=lambda name: order.get(name, len(order))))
 
 
 def _node_class(spec: graph.NodeSpec) -> type[Node]:

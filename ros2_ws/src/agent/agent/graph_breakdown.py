@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agent.bringup import executor_name
 from agent.stage_marks import StageMarks
 from agent.thread_cpu import PROCESS, cpu_since_s, cpu_times_s
 from sim.real_robot_proxy import RealRobotProxy
@@ -32,7 +33,8 @@ class GraphBreakdown:
 
     def __init__(self, session: SimSession) -> None:
         self.marks = StageMarks()
-        self.nodes = [n.get_name() for n in session.bringup.nodes]
+        # per executor thread: its node's name, or its nodes' joined by "+" (fused)
+        self.executors = [executor_name(e) for e in session.bringup.executors]
         for n in session.bringup.nodes:
             n.stage_marks = self.marks
         robot = session.bridge.loop.robot
@@ -62,7 +64,7 @@ class GraphBreakdown:
 
     def _cpu(self, cpu: dict[str, float], p: Progress) -> dict[str, Any]:
         process = cpu[PROCESS]
-        threads = {name: cpu.get(f"executor-{name}", 0.0) for name in self.nodes}
+        threads = {name: cpu.get(f"executor-{name}", 0.0) for name in self.executors}
         threads[f"sim_bridge {ROBOT_THREAD} thread"] = cpu.get(ROBOT_THREAD, 0.0)
         threads["rest (DDS, main, others)"] = max(process - sum(threads.values()), 0.0)
 

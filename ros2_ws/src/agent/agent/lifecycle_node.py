@@ -56,6 +56,25 @@ NO_PUBLISHER_EVENTS = PublisherEventCallbacks(use_default_callbacks=False)
 NO_SUBSCRIPTION_EVENTS = SubscriptionEventCallbacks(use_default_callbacks=False)
 
 
+class PolledGroup(CallbackGroup):
+    """A callback group no executor runs: rclpy's executors leave an entity whose group cannot execute out
+    of their wait set, so a message on a subscription of this group wakes no thread. The node takes the
+    messages itself, when the callback they feed runs (`agent.ros_io.drain`)."""
+
+    def can_execute(self, entity: Any) -> bool:
+        return False
+
+    def beginning_execution(self, entity: Any) -> bool:
+        return False
+
+    def ending_execution(self, entity: Any) -> None:
+        pass
+
+
+def _taken_by_the_node(msg: Any) -> None:
+    """The callback of a polled subscription, which no executor calls (rclpy requires one)."""
+
+
 class AgentNode(LifecycleNode):
     """Lifecycle node whose topics and parameters come from its graph `NodeSpec`.
 
@@ -69,6 +88,7 @@ class AgentNode(LifecycleNode):
         self.lock = Lock()
         self.io_group: CallbackGroup = MutuallyExclusiveCallbackGroup()
         self.work_group: CallbackGroup = MutuallyExclusiveCallbackGroup()
+        self.polled_group: CallbackGroup = PolledGroup()  # subscriptions the node takes from (`poll`)
         self.lifecycle_state = "unconfigured"  # lifecycle state label, kept here for diagnostics
         self.fault = ""  # why the last transition failed
         # Called with each lifecycle state entered, from the thread that drove the transition (an in-process
@@ -154,6 +174,12 @@ class AgentNode(LifecycleNode):
         )  # fmt: skip
         self._active_entities.append(sub)
         return sub
+
+    def poll(self, topic: str) -> Subscription:
+        """Subscription (alive while active) on a graph topic that wakes no executor: its messages wait in
+        the subscription's history (its QoS depth) until the node takes them with `agent.ros_io.drain`,
+        from one thread at a time (a callback of one mutually exclusive group)."""
+        return self.subscribe(topic, _taken_by_the_node, self.polled_group)
 
     def timer(
         self, period_s: float, callback: Callable[[], None], group: CallbackGroup, steady: bool = False

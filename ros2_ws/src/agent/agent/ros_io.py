@@ -84,7 +84,8 @@ def drain(sub: Subscription) -> Iterator[tuple[Any, dict]]:
     interpreter time per message on a 2-core machine. Messages that queue up (IMU samples while the
     encoder runs a frame, a sensor driver that sends in bursts) are much cheaper taken at once from the
     callback of the first. Call it only from a callback in `sub`'s (mutually exclusive) callback group,
-    which keeps the executor from taking from `sub` at the same time.
+    which keeps the executor from taking from `sub` at the same time, or, for a subscription no executor
+    takes from (`AgentNode.poll`), from one thread at a time.
     """
     try:
         with sub.handle:

@@ -7,7 +7,8 @@ camera-to-command latency measured against each command's DDS publication time) 
 rejected and dropped messages.
 
 Settings chosen for a small, shared CPU (measured on the 2-core CI machine, see `agent bench graph`):
-- a single-threaded executor per node (see `agent.bringup`);
+- a single-threaded executor per node (see `agent.bringup`), but one for the encoder and the opd node with
+  drive opd, the encoder's callback handing each embedding straight to the OPD decision (`fused`);
 - one intra-op thread per inference backend: two make the INT8 encoder alone 25% faster (8.2 vs 10.9 ms),
   but in the graph, next to the other threads, back-to-back runs measured no clear gain (p99 31-37 ms with
   two, 32-35 ms with one);
@@ -66,6 +67,7 @@ class SessionConfig:
     precision: str = ""  # encoder precision; "" = the backend's default (int8 needs `agent export --int8`)
     threads: int = 1  # intra-op threads of each inference backend; 0 = the backend's default
     executor: str = "single"  # executor of each node: single | multi (agent.bringup)
+    fused: bool = True  # drive opd, single executors: encoder and opd node as one callback (agent.bringup)
     drive: str = "opd"  # whose action the robot executes: launch argument `drive` (graph.DRIVES)
     teacher: Path | None = None  # teacher checkpoint; None = the committed one of the robot
     proxy: bool = False  # run the simulator behind the real-robot proxy
@@ -87,6 +89,10 @@ class SessionConfig:
         node["teacher"].update(checkpoint=str(self.teacher or ""))
         node["opd"].update(teacher_checkpoint=str(self.teacher or ""), learn=self.learn)  # the same teacher
         return params
+
+    def fuses(self) -> bool:
+        """Whether the encoder and the opd node run as one callback: `fused` where the graph allows it."""
+        return self.fused and self.drive == "opd" and self.executor == "single"
 
     def camera_hw(self) -> tuple[int, int]:
         """The artifact's input (height, width): the sim renders it. Read through `Artifact`, which checks
@@ -154,8 +160,9 @@ class SimSession:
             self.recorder = BagRecorder(cfg.record, graph.TOPICS.values(), context, metadata)
         try:
             self.bringup = Bringup(
-                context=context, executor=cfg.executor, params_file=str(params_file), **launch_args
-            )
+                context=context, executor=cfg.executor, fused=cfg.fuses(), params_file=str(params_file),
+                **launch_args,
+            )  # fmt: skip
         except BaseException:
             if self.recorder is not None:
                 self.recorder.stop()

@@ -55,6 +55,11 @@ def add_graph_arguments(parser: argparse.ArgumentParser, committed_student: bool
     )
     parser.add_argument("--executor", choices=graph.EXECUTORS, default="single",
                         help="each node's executor: single or multi-threaded (agent.bringup)")  # fmt: skip
+    parser.add_argument("--fused", action=argparse.BooleanOptionalAction, default=True,
+                        help="drive opd with single-threaded executors: the encoder and the opd node on one "
+                        "executor, the encoder's callback handing each embedding straight to the OPD "
+                        "decision (agent.bringup); --no-fused: each on its own, /agent/state between them "
+                        "over DDS, as the launch file runs them")  # fmt: skip
     parser.add_argument("--drive", choices=graph.DRIVES, default="opd",
                         help="whose action the robot executes (launch argument drive; opd = the OPD "
                         "gate's choice between student and teacher)")  # fmt: skip
@@ -120,9 +125,9 @@ def session_config(
         )
     return SessionConfig(
         artifact_dir=artifact, sim=args.sim, backend=args.backend, precision=precision,
-        threads=args.threads, executor=args.executor, drive=args.drive, teacher=args.teacher,
-        proxy=args.proxy, learn=args.learn, speed=args.speed, seed=args.seed, record=record,
-        video=getattr(args, "video", None),
+        threads=args.threads, executor=args.executor, fused=args.fused, drive=args.drive,
+        teacher=args.teacher, proxy=args.proxy, learn=args.learn, speed=args.speed, seed=args.seed,
+        record=record, video=getattr(args, "video", None),
     )  # fmt: skip
 
 

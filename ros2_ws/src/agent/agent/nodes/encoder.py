@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from agent_interfaces.msg import StateEmbedding
 from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import CameraInfo, Image, Imu, JointState
 
@@ -67,6 +69,9 @@ class EncoderNode(AgentNode):
     def __init__(self, runtime_loader: RuntimeLoader = load_student, **kwargs: Any) -> None:
         self._load_runtime = runtime_loader
         self.runtime: StudentRuntime | None = None
+        # Where the node's executor also runs the opd node (`agent.bringup`, fused): called with each
+        # embedding after it is published, in this callback, so the decision follows without a hop.
+        self.hand_over: Callable[[StateEmbedding], None] | None = None
         super().__init__(node("encoder"), **kwargs)
 
     def configure(self) -> None:
@@ -269,7 +274,8 @@ class EncoderNode(AgentNode):
             nominal = (self.imu_buffer.window - 1) * self.imu_buffer.period_s
             self.warn_throttled("imu.gap", f"IMU window with a gap of {match.gap_s * 1e3:.0f} ms: it spans "
                                 f"{match.span_s * 1e3:.0f} ms instead of {nominal * 1e3:.0f} ms")  # fmt: skip
-        self.pub.publish(embedding_to_msg(embedding, stamp, frame_id, self.encoder_hash, active))
+        msg = embedding_to_msg(embedding, stamp, frame_id, self.encoder_hash, active)
+        self.pub.publish(msg)
         if self.stage_marks is not None:
             self.stage_marks.mark("encoder callback", stamp, time.monotonic())
         with self.lock:
@@ -277,6 +283,8 @@ class EncoderNode(AgentNode):
             self.encode_time.add(encode_s)
             self.skew.add(abs(match.skew_s))
             self.gates = gates
+        if self.hand_over is not None:
+            self.hand_over(msg)
 
     def _take_ready(self, now: float) -> tuple[tuple[float, np.ndarray, str], ImuMatch] | None:
         """Under the lock: pop the newest image the IMU has reached; drop older and too old ones.

@@ -11,7 +11,9 @@ is executed:
   (sim:=none) the student acts alone. With `learn`, a learner process trains the head and the predictor
   online; acting uses a copy of their weights that each update swaps in, so a callback never waits for a
   gradient step; every `version_every_s` the learnt student is written as a new artifact version (hashes,
-  atomic) and announced on /agent/student_version, so the policy node's proposals follow it too;
+  atomic) and announced on /agent/student_version, so the policy node's proposals follow it too. Fused
+  with the encoder (`agent.bringup`), the node takes its embeddings in the encoder's callback and the
+  privileged states at the start of each decision (`take_privileged`);
 - student: the student's /agent/action;
 - teacher: the teacher's /teacher/action (sim only: with sim:=none no teacher runs).
 Each executed action goes out on /opd/action, then its Twist on /cmd_vel (`agent.base_command.TwistMapping`,
@@ -67,6 +69,7 @@ from agent.messages import (
     privileged_names,
 )
 from agent.node_process import run_node
+from agent.ros_io import drain
 from agent.stage_marks import FINAL
 from policies.artifact import MANIFEST, Artifact, sha256_file
 from policies.stream_stats import Level, Status, StreamStats
@@ -78,6 +81,9 @@ if TYPE_CHECKING:
 STATE, STUDENT, TEACHER = "/agent/state", "/agent/action", "/teacher/action"
 PRIVILEGED, ACTION, CMD_VEL, GATE = "/sim/privileged_state", "/opd/action", "/cmd_vel", "/opd/gate"
 VERSION = "/agent/student_version"
+# With no frame for this long, the watchdog takes the privileged states instead (see `take_privileged`):
+# two camera periods, well inside the topic's history (10 messages, 0.5 s at 20 Hz).
+PRIVILEGED_IDLE_S = 0.1
 SOURCE_NAMES = {STATE: "OPD (student or teacher)", STUDENT: "student", TEACHER: "teacher"}
 
 
@@ -91,6 +97,9 @@ class OpdNode(ActingNode):
         # before it arms a stack (`agent.stack_discovery`).
         self.host = socket.gethostname()
         self.artifact_name = ""
+        # Set by `agent.bringup` (fused) before activation: the encoder on this node's executor hands each
+        # embedding to `take_state` in its own callback, so the node does not subscribe to /agent/state.
+        self.states_in_process = False
         super().__init__(node("opd"), **kwargs)
 
     def configure(self) -> None:
@@ -100,6 +109,8 @@ class OpdNode(ActingNode):
         artifact = Artifact.load(s["artifact_dir"])  # verifies the artifact's hashes
         self.artifact_name = f"{artifact.root} (manifest sha256 {sha256_file(artifact.root / MANIFEST)[:12]})"
         self.learner = None
+        self.privileged_sub = None  # fused: polled, taken at the start of each decision
+        self.privileged_taken_s = 0.0  # monotonic time privileged states were last taken, s
         if s["drive"] == "opd":
             # The OPD core (torch) only where it decides: drive student or teacher starts in ~1 s, not ~6 s.
             from opd.distill.decision_stream import DecisionStream
@@ -153,10 +164,14 @@ class OpdNode(ActingNode):
 
     def activate(self) -> None:
         self.start_acting()
-        self.subscribe(STATE, self.on_state, self.io_group)
+        if not self.states_in_process:
+            self.subscribe(STATE, self.on_state, self.io_group)
         self.subscribe(STUDENT, self.on_student, self.io_group)
         self.subscribe(TEACHER, self.on_teacher, self.io_group)
-        self.subscribe(PRIVILEGED, self.on_privileged, self.io_group)
+        if self.states_in_process:
+            self.privileged_sub = self.poll(PRIVILEGED)  # see take_privileged
+        else:
+            self.subscribe(PRIVILEGED, self.on_privileged, self.io_group)
         if self.learner_process is not None:
             self.learner_process.start()
 
@@ -202,12 +217,20 @@ class OpdNode(ActingNode):
             return
         self.decide(embedding, stamp, now, msg.header.stamp)
 
+    def take_state(self, msg: StateEmbedding) -> None:
+        """A state embedding handed over in-process (fused with the encoder: `agent.bringup`): `on_state`
+        while active, as the subscription it stands in for; nothing while disarmed."""
+        if self.acting:
+            self.on_state(msg)
+
     def decide(self, embedding: np.ndarray, stamp: float, now: float, header_stamp: Time) -> None:
         """OPD on one student frame (E,): join the buffer, let the gate choose, execute and report it.
 
         A frame the buffer refuses (from the future, stale, late, duplicate, non-finite, the last episode's)
         is dropped before its stamp is recorded: one frame stamped ahead must not make the next ones look
         like a clock going back."""
+        if self.privileged_sub is not None:
+            self.take_privileged()
         decided = self.stream.on_frame(stamp, embedding, now)
         if decided is None:
             refusals = self.stream.refusals
@@ -245,6 +268,25 @@ class OpdNode(ActingNode):
         self.pub_version.publish(String(data=json.dumps(note)))
         self.announced_version = decided.version
         self.get_logger().info(f"student version {decided.version} acts: {acting.artifact.root}")
+
+    def take_privileged(self) -> None:
+        """Join every privileged state delivered so far, in arrival order, as teacher entries.
+
+        Fused with the encoder, the node takes them here, at the start of each decision (and from the
+        watchdog while no frame comes), not in callbacks of their own: on the encoder's thread such a
+        callback ran after the frame's decision, which then saw the teacher a control period late. Taken
+        here, a decision sees what it saw on a thread of its own (the states delivered before it, its
+        `teacher_upto` on /opd/gate), so `agent replay` reproduces it. Unfused, a callback of its own
+        measured faster: the teacher's inference then overlaps the encoder's (docs/graph.md, Latency)."""
+        self.privileged_taken_s = time.monotonic()
+        for msg, _ in drain(self.privileged_sub):
+            self.on_privileged(msg)
+
+    def watchdog(self) -> None:
+        """The executed source's staleness check; while no frame comes, it takes the privileged states."""
+        if self.privileged_sub is not None and time.monotonic() - self.privileged_taken_s > PRIVILEGED_IDLE_S:
+            self.take_privileged()
+        super().watchdog()
 
     def on_privileged(self, msg: JointState) -> None:
         """The sim twin's true state: the teacher entry of the OPD core (the frozen teacher acts on it)."""
