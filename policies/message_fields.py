@@ -104,36 +104,10 @@ def imu_to_sample(msg: Any) -> np.ndarray:
         # REP 145: covariance[0] = -1 marks a field the sensor does not provide.
         raise MessageError("missing", "IMU message without linear acceleration or angular velocity")
     a, g = msg.linear_acceleration, msg.angular_velocity
-    return _imu_sample(np.array([a.x, a.y, a.z, g.x, g.y, g.z], dtype=np.float64))
-
-
-def imu_batch_to_samples(msg: Any) -> list[tuple[float, np.ndarray | MessageError]]:
-    """agent_interfaces/ImuBatch -> (stamp s, sample (6,) float32) per sample, oldest first.
-
-    Each sample is checked as `imu_to_sample` and `checked_stamp` check one sensor_msgs/Imu, and one that
-    fails comes back as its MessageError in place of the sample: the caller counts it and takes the rest.
-    A batch whose arrays do not hold 6 values per stamp raises MessageError("size").
-    """
-    stamps = np.asarray(msg.stamps, dtype=np.float64)  # (S,)
-    data = np.asarray(msg.data, dtype=np.float64)
-    if data.size != 6 * stamps.size:
-        raise MessageError("size", f"IMU batch: {data.size} values for {stamps.size} stamps, not 6 each")
-    out: list[tuple[float, np.ndarray | MessageError]] = []
-    for stamp, values in zip(stamps.tolist(), data.reshape(-1, 6), strict=True):  # (S,), (S, 6)
-        try:
-            if not (math.isfinite(stamp) and stamp > 0):
-                raise MessageError("stamp", f"IMU sample stamp {stamp} is zero, negative or not finite")
-            out.append((stamp, _imu_sample(values)))
-        except MessageError as err:
-            out.append((stamp, err))
-    return out
-
-
-def _imu_sample(values: np.ndarray) -> np.ndarray:
-    """(6,) float64 accel xyz, gyro xyz -> float32, refused when not finite."""
-    if not np.all(np.isfinite(values)):
-        raise MessageError("nonfinite", f"IMU sample has NaN/Inf: {values.tolist()}")
-    return _to_float32(values, "IMU sample")
+    sample = np.array([a.x, a.y, a.z, g.x, g.y, g.z], dtype=np.float64)
+    if not np.all(np.isfinite(sample)):
+        raise MessageError("nonfinite", f"IMU sample has NaN/Inf: {sample.tolist()}")
+    return _to_float32(sample, "IMU sample")
 
 
 def camera_info_to_model(msg: Any) -> CameraModel:

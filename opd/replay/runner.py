@@ -62,7 +62,6 @@ from policies.message_fields import (
     checked_stamp,
     compressed_to_rgb,
     image_to_rgb,
-    imu_batch_to_samples,
     imu_to_sample,
     msg_to_action,
     msg_to_embedding,
@@ -188,8 +187,7 @@ FrameInput = tuple[Frame, np.ndarray, np.ndarray, tuple[int, float, float]]
 class Recorded:
     """What pass 1 read, besides the camera."""
 
-    # (log, stamp, sample (6,), topic), from /imu/data or /imu/batch
-    imu: list[tuple[float, float, np.ndarray, str]] = field(default_factory=list)
+    imu: list[tuple[float, float, np.ndarray]] = field(default_factory=list)  # (log, stamp, sample (6,))
     skills: list[tuple[float, tuple[int, float, float]]] = field(default_factory=list)  # (log, active)
     # (log, stamp, active skill, step, privileged state (Dq,))
     teacher_states: list[tuple[float, float, int, int, np.ndarray]] = field(default_factory=list)
@@ -242,7 +240,7 @@ class Replay:
         priv_names = privileged_names(fields)
         roles = ("privileged", "teacher_action", "state", "executed", "gate", "version")
         # With --reuse-state the camera, IMU and skill are not needed: their stamps are read for the figures.
-        sensors = ("imu", "imu_batch", "active_skill")
+        sensors = ("imu", "active_skill")
         stamps_only = ("camera", *sensors) if self.reuse_state else ()
         for m in self._read(bag.messages(roles if self.reuse_state else (*roles, *sensors), stamps_only)):
             t1 = time.perf_counter()
@@ -259,13 +257,7 @@ class Replay:
                 if m.msg is None:  # stamp only
                     continue
                 if m.role == "imu":
-                    rec.imu.append((m.log_s, stamp, imu_to_sample(m.msg), m.topic))
-                elif m.role == "imu_batch":  # each sample as if it had come on its own, at the batch's time
-                    for s, sample in imu_batch_to_samples(m.msg):
-                        if isinstance(sample, MessageError):
-                            bag.skips.add(m.topic, sample.reason, m.log_s, str(sample))
-                        else:
-                            rec.imu.append((m.log_s, s, sample, m.topic))
+                    rec.imu.append((m.log_s, stamp, imu_to_sample(m.msg)))
                 elif m.role == "active_skill":
                     rec.skills.append((m.log_s, msg_to_skill_state(m.msg, c.num_skills)))
                 elif m.role == "privileged":
@@ -338,9 +330,9 @@ class Replay:
                 return None
             # IMU delivered by this frame's arrival, then on while the IMU lags its stamp (the encoder waits)
             while k < len(rec.imu) and (rec.imu[k][0] <= m.log_s or (imu.newest or 0.0) < stamp):
-                log_s, s, sample, topic = rec.imu[k]
+                log_s, s, sample = rec.imu[k]
                 if why := imu.push(s, sample, log_s):
-                    bag.skips.add(topic, why, log_s, f"IMU sample at {s:.6f}")
+                    bag.skips.add(self.cfg.topics.name("imu"), why, log_s, f"IMU sample at {s:.6f}")
                 k += 1
             match = imu.match(stamp)
             if match.status is not MatchStatus.OK:

@@ -12,10 +12,8 @@ from agent.executors import MultiThreadedExecutor, stop_executor
 from agent.messages import (
     camera_info_msg,
     camera_info_to_model,
-    imu_to_sample,
     msg_to_embedding,
     sample_to_imu,
-    samples_to_imu_batch,
     skill_state_to_msg,
     stamp_to_sec,
 )
@@ -91,35 +89,6 @@ def test_embedding_is_stamped_with_the_image_and_uses_the_imu_window_ending_ther
     assert runtime.encoded[-1]["step"] == 7.0
     last = probe.received["/agent/state"][-1]
     assert (last.skill, last.progress, last.step) == (1, 0.25, 7)  # the skill state it was encoded with
-
-
-def test_an_imu_batch_gives_the_encoder_the_samples_single_messages_give(encoder: Rig) -> None:
-    """The sim bridge's imu_batch form, agent_interfaces/ImuBatch: the encoder holds exactly the samples
-    and stamps one sensor_msgs/Imu per sample gives it, takes both forms in one stream, and refuses a bad
-    sample of a batch alone, as it refuses that sample's message."""
-    node, probe, executor, _ = encoder
-    probe.advertise("/imu/batch")
-    assert spin_until(executor, lambda: probe.matched("/imu/batch", by=node))
-    rng = np.random.default_rng(0)
-    stamps = time.time() - 1.0 + 0.005 * np.arange(40) + rng.uniform(0.0, 1e-6, 40)  # (40,) off the ns grid
-    samples = rng.normal(size=(40, 6))  # (40, 6) float64
-    singles = [sample_to_imu(x, t) for x, t in zip(samples, stamps, strict=True)]
-    want = np.stack([imu_to_sample(m) for m in singles])  # (40, 6) float32: what single messages give
-    want_t = np.array([stamp_to_sec(m.header.stamp) for m in singles])  # (40,)
-    for m in singles[:20]:
-        probe.publish("/imu/data", m)
-    assert spin_until(executor, lambda: node.imu.accepted == 20)
-    bad = samples[20:].copy()
-    bad[5, 2] = np.nan  # sample 25
-    probe.publish("/imu/batch", samples_to_imu_batch(bad[:10], stamps[20:30]))  # a control tick's samples
-    probe.publish("/imu/batch", samples_to_imu_batch(bad[10:], stamps[30:]))
-    assert spin_until(executor, lambda: node.imu.accepted == 39)
-    assert node.imu.rejected == {"nonfinite": 1}
-    for last in (19, 39):  # a window of single messages, then one of batches
-        with node.lock:
-            match = node.imu_buffer.match(want_t[last])
-        assert np.array_equal(match.stamps, want_t[last - 7 : last + 1])
-        assert np.array_equal(match.window, want[last - 7 : last + 1])
 
 
 # max_latency_s well above the test's own waits: a loaded machine must not turn the wait into a late drop.

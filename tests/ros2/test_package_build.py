@@ -16,7 +16,7 @@ from agent.graph.render import params_yaml
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE_XML = REPO / "ros2_ws" / "src" / "agent" / "package.xml"
 COLCON = Path(sys.executable).with_name("colcon")
-MESSAGES = ("StateEmbedding", "HybridAction", "GateState", "ImuBatch")  # agent_interfaces
+MESSAGES = ("StateEmbedding", "HybridAction", "GateState")  # agent_interfaces
 
 
 def test_package_xml_is_format_3_with_its_dependencies() -> None:

@@ -8,28 +8,26 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from agent.executors import MultiThreadedExecutor, stop_executor
-from agent.messages import ActionCodec, privileged_names, sec_to_stamp, stamp_to_sec
+from agent.messages import ActionCodec, privileged_names, stamp_to_sec
 from agent.nodes.sim_bridge import SimBridgeNode
 from rclpy.context import Context
 from rclpy.parameter import Parameter
 from ros_harness import Probe, spin_for, spin_until
 
 ERROR = b"\x02"
-CAMERA, IMU, IMU_BATCH, ODOM, CLOCK = "/camera/image_raw", "/imu/data", "/imu/batch", "/odom", "/clock"
+CAMERA, IMU, ODOM, CLOCK = "/camera/image_raw", "/imu/data", "/odom", "/clock"
 SKILL, PRIVILEGED, COMMAND = "/agent/active_skill", "/sim/privileged_state", "/opd/action"
-OUTPUTS = (CLOCK, SKILL, PRIVILEGED, ODOM, IMU, IMU_BATCH, CAMERA)
+OUTPUTS = (CLOCK, SKILL, PRIVILEGED, ODOM, IMU, CAMERA)
 Rig = tuple[SimBridgeNode, Probe, MultiThreadedExecutor]
 
 
 @pytest.fixture
 def bridge(ros_context: Context, request: pytest.FixtureRequest) -> Iterator[Rig]:
     """An active sim bridge following /opd/action; the probe plays the opd node, executing the student's
-    action (drive student: each command answers a camera image); other parameters (`drive`, `imu_batch`)
-    come from indirect parametrization (a dict)."""
-    given = {"drive": "student", **getattr(request, "param", {})}
+    action (drive student: each command answers a camera image), or another `drive` given indirectly."""
     params = [
         Parameter("autostart", value=True),
-        *(Parameter(name, value=value) for name, value in given.items()),
+        Parameter("drive", value=getattr(request, "param", "student")),
         Parameter("command_deadline_s", value=0.2),  # generous: the test answers from Python on a busy CPU
         Parameter("command_timeout_s", value=0.4),
         Parameter("camera_width", value=64),  # a wide frame, as a wide-camera student's artifact asks
@@ -68,13 +66,6 @@ def stamps(probe: Probe, topic: str) -> np.ndarray:
     return np.array([stamp_to_sec(key(m)) for m in probe.received[topic]])
 
 
-def imu_stamps(probe: Probe) -> np.ndarray:
-    """Every IMU sample's stamp, one message each (/imu/data) or a control tick's per batch (/imu/batch)."""
-    batched = [t for m in probe.received[IMU_BATCH] for t in m.stamps]
-    return np.array([stamp_to_sec(m.header.stamp) for m in probe.received[IMU]] + batched)
-
-
-@pytest.mark.parametrize("bridge", [{"imu_batch": True}, {"imu_batch": False}], indirect=True)
 def test_outputs_carry_honest_stamps_and_commands_drive_the_robot_within_the_contract(bridge: Rig) -> None:
     node, probe, executor = bridge
     contract = node.robot_spec.contract
@@ -87,7 +78,7 @@ def test_outputs_carry_honest_stamps_and_commands_drive_the_robot_within_the_con
     assert spin_until(executor, lambda: seen() >= 20, timeout_s=10.0)  # every answer arrived
     received_at = time.time()
 
-    clock, images, imu = stamps(probe, CLOCK), stamps(probe, CAMERA), imu_stamps(probe)
+    clock, images, imu = stamps(probe, CLOCK), stamps(probe, CAMERA), stamps(probe, IMU)
     spec = node.robot_spec
 
     def on_grid(t: np.ndarray, rate_hz: float) -> bool:
@@ -107,13 +98,6 @@ def test_outputs_carry_honest_stamps_and_commands_drive_the_robot_within_the_con
     # The IMU is best effort: consecutive samples that did arrive are one IMU period apart.
     assert on_grid(imu, spec.imu_hz) and np.all(np.diff(imu) > 0) and imu[-1] <= received_at
     assert np.diff(imu).min() == pytest.approx(1 / spec.imu_hz, abs=1e-6)
-    # One form at a time: batched, one message per control tick with that tick's samples (10 at 200 Hz)
-    batches = probe.received[IMU_BATCH]
-    assert not probe.received[IMU if node.imu_batch else IMU_BATCH]
-    if node.imu_batch:
-        assert len(batches) <= len(clock) + 1 and max(len(m.stamps) for m in batches) >= 10
-        assert all(m.header.stamp == sec_to_stamp(m.stamps[-1]) and len(m.data) == 6 * len(m.stamps)
-                   for m in batches)  # fmt: skip
     assert list(probe.received[PRIVILEGED][-1].name) == privileged_names(spec.privileged_fields)
     frame = probe.received[CAMERA][-1]
     assert (frame.height, frame.width, len(frame.data)) == (32, 64, 32 * 64 * 3)  # rendered at that size
@@ -135,7 +119,7 @@ def test_outputs_carry_honest_stamps_and_commands_drive_the_robot_within_the_con
     assert node.parked is parked  # deactivate found it parked and left it so
 
 
-@pytest.mark.parametrize("bridge", [{"drive": "teacher"}], indirect=True)
+@pytest.mark.parametrize("bridge", ["teacher"], indirect=True)
 def test_with_the_teacher_driving_the_robot_follows_opd_action_answering_the_privileged_state(
     bridge: Rig,
 ) -> None:

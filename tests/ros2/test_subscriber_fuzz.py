@@ -20,7 +20,7 @@ import pytest
 import yaml
 from agent.executors import stop_executor
 from agent.messages import SKILL_STATE_NAMES, param_names, privileged_names, sec_to_stamp
-from agent_interfaces.msg import HybridAction, ImuBatch, StateEmbedding
+from agent_interfaces.msg import HybridAction, StateEmbedding
 from builtin_interfaces.msg import Time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,7 +37,6 @@ FUZZ_EXAMPLES = 40  # messages per subscriber
 SUBSCRIBERS = [  # (node, topic, stream attribute that counts the topic's messages)
     ("encoder", "/camera/image_raw", "camera"),
     ("encoder", "/imu/data", "imu"),
-    ("encoder", "/imu/batch", "imu"),
     ("encoder", "/agent/active_skill", "skill"),
     ("policy", "/agent/state", "state_in"),
     ("opd", "/agent/state", "state"),
@@ -89,17 +88,6 @@ def imus(draw: st.DrawFn) -> Imu:
     for vec in (msg.linear_acceleration, msg.angular_velocity):
         vec.x, vec.y, vec.z = draw(FLOATS), draw(FLOATS), draw(FLOATS)
     msg.linear_acceleration_covariance[0] = draw(st.sampled_from([0.0, -1.0]))
-    return msg
-
-
-@st.composite
-def imu_batches(draw: st.DrawFn) -> ImuBatch:
-    """Batches of 1-12 samples, stamps and values as fuzzed as single messages', 6 values each or not."""
-    n = draw(st.integers(1, 12))
-    msg = ImuBatch(stamps=[float(draw(st.one_of(FLOATS, st.floats(0.0, 2e9)))) for _ in range(n)])
-    size = 6 * n if draw(st.booleans()) else draw(st.integers(0, 6 * n + 7))
-    msg.data = [float(v) for v in draw(st.lists(FLOATS, min_size=size, max_size=size))]
-    msg.header.stamp = stamp_of(draw(STAMPS))
     return msg
 
 
@@ -198,8 +186,6 @@ def strategy_for(topic: str, artifact: Artifact) -> st.SearchStrategy:
         return images()
     if topic == "/imu/data":
         return imus()
-    if topic == "/imu/batch":
-        return imu_batches()
     if topic == "/agent/active_skill":
         return joint_states(list(SKILL_STATE_NAMES))
     if topic == "/agent/state":

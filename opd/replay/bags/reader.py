@@ -32,12 +32,10 @@ from pydantic import Field
 from opd.replay.bags.recovery import RecoveredMcap
 from policies.config import Config
 
-ROLES = ("camera", "imu", "imu_batch", "active_skill", "privileged", "teacher_action", "state", "executed",
-         "gate")  # fmt: skip
+ROLES = ("camera", "imu", "active_skill", "privileged", "teacher_action", "state", "executed", "gate")
 TYPES = {  # message types each role accepts
     "camera": ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage"),
     "imu": ("sensor_msgs/msg/Imu",),
-    "imu_batch": ("agent_interfaces/msg/ImuBatch",),
     "active_skill": ("sensor_msgs/msg/JointState",),
     "privileged": ("sensor_msgs/msg/JointState",),
     "teacher_action": ("agent_interfaces/msg/HybridAction",),
@@ -81,7 +79,6 @@ class BagTopics(Config):
 
     camera: str = "/camera/image_raw"  # sensor_msgs/Image (rgb8, bgr8, mono8) or CompressedImage (jpeg, png)
     imu: str = "/imu/data"  # sensor_msgs/Imu
-    imu_batch: str = "/imu/batch"  # agent_interfaces/ImuBatch: the same samples, a control tick's per message
     active_skill: str = "/agent/active_skill"  # the task layer's skill, progress and step (the encoder's)
     privileged: str = "/sim/privileged_state"  # the sim twin's true state: the teacher's input
     teacher_action: str = "/teacher/action"  # the teacher's recorded actions (agreement is also from above)
@@ -246,11 +243,8 @@ class BagInput:
         return max(self.reader.end_time - self.reader.start_time, 0) * 1e-9
 
     def missing(self) -> dict[str, str]:
-        """Mapped roles whose topic the bag does not hold (or holds with another type): role -> topic. The
-        IMU is missing only when neither of its forms is there."""
-        imu = {"imu", "imu_batch"}
-        held = set(self.connections) | (imu if imu & set(self.connections) else set())
-        return {r: self.topics.name(r) for r in ROLES if self.topics.name(r) and r not in held}
+        """Mapped roles whose topic the bag does not hold (or holds with another type): role -> topic."""
+        return {r: self.topics.name(r) for r in ROLES if self.topics.name(r) and r not in self.connections}
 
     def message_count(self, role: str) -> int:
         """Messages of `role` the bag's index lists (0 for an unmapped role)."""

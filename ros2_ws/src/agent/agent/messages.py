@@ -14,9 +14,6 @@ each .msg file documents its fields):
   Stamp = the state it was computed from (the image stamp), or the publish time for the safe action.
 - gate state (/opd/gate): agent_interfaces/GateState: source, reason, error and threshold of each OPD
   decision, and its context (decision time, newest teacher stamp held) for `agent replay`.
-- IMU batch (/imu/batch, the sim bridge's imu_batch): agent_interfaces/ImuBatch: the samples of one control
-  tick, each with its stamp (float64 s, rounded to the nanosecond as header stamps are), (S, 6) float64 as
-  sensor_msgs/Imu's fields; a real IMU keeps one sensor_msgs/Imu per sample (/imu/data).
 Two inputs that come from outside the learnt stack keep standard messages, so any task layer or
 simulator can publish them without the stack's package: sensor_msgs/JointState, whose names are the
 layout and are checked:
@@ -35,7 +32,7 @@ import array
 import math
 
 import numpy as np
-from agent_interfaces.msg import HybridAction, ImuBatch, StateEmbedding
+from agent_interfaces.msg import HybridAction, StateEmbedding
 from builtin_interfaces.msg import Time
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import CameraInfo, Image, Imu, JointState
@@ -50,7 +47,6 @@ from policies.message_fields import (  # noqa: F401  (the decoding half, re-expo
     camera_info_to_model,
     checked_stamp,
     image_to_rgb,
-    imu_batch_to_samples,
     imu_to_sample,
     msg_to_action,
     msg_to_embedding,
@@ -104,22 +100,6 @@ def sample_to_imu(sample: np.ndarray, stamp: float, frame_id: str = "imu") -> Im
     msg.orientation_covariance[0] = -1.0
     msg.linear_acceleration.x, msg.linear_acceleration.y, msg.linear_acceleration.z = ax, ay, az
     msg.angular_velocity.x, msg.angular_velocity.y, msg.angular_velocity.z = gx, gy, gz
-    return msg
-
-
-def samples_to_imu_batch(samples: np.ndarray, stamps: np.ndarray, frame_id: str = "imu") -> ImuBatch:
-    """IMU samples (S, 6) (accel xyz m/s^2, gyro xyz rad/s) measured at `stamps` (S,) s -> ImuBatch.
-
-    Each stamp is rounded to the nanosecond as a header stamp is (`sec_to_stamp`): the encoder reads the
-    times that one sensor_msgs/Imu per sample would give it (`sample_to_imu`).
-    """
-    times = [sec_to_stamp(float(s)) for s in stamps]
-    msg = ImuBatch()
-    msg.header.frame_id = frame_id
-    if times:
-        msg.header.stamp = times[-1]
-    msg.stamps = array.array("d", [stamp_to_sec(t) for t in times])
-    msg.data = array.array("d", np.asarray(samples, dtype=np.float64).reshape(-1).tobytes())  # (S * 6,)
     return msg
 
 

@@ -90,10 +90,6 @@ TOPICS: dict[str, Topic] = {
         # episode reset the whole settling window (100 samples) at once; none of it may be overwritten.
         Topic("/imu/data", "sensor_msgs/msg/Imu", SENSOR_DATA.with_depth(200), 200.0,
               "IMU: linear acceleration m/s^2, angular velocity rad/s, stamped at measurement"),
-        # One message per control tick (the sim bridge's imu_batch); depth 20: a second of them.
-        Topic("/imu/batch", "agent_interfaces/msg/ImuBatch", SENSOR_DATA.with_depth(20), 20.0,
-              "the IMU samples of /imu/data taken since the last control tick, in one message (the sim "
-              "bridge's imu_batch; a real IMU streams /imu/data): the encoder takes either"),
         Topic("/agent/active_skill", "sensor_msgs/msg/JointState", LATCHED, 20.0,
               "skill being executed, task progress and step (agent.messages.SKILL_STATE_NAMES)"),
         Topic("/agent/state", "agent_interfaces/msg/StateEmbedding", LATEST, 20.0,
@@ -296,8 +292,7 @@ NODES: tuple[NodeSpec, ...] = (
     NodeSpec(
         "encoder", "agent.nodes.encoder", "EncoderNode",
         "camera + IMU window + active skill -> state embedding, aligned on the image stamp",
-        subscribes=("/camera/image_raw", "/camera/camera_info", "/imu/data", "/imu/batch",
-                    "/agent/active_skill"),
+        subscribes=("/camera/image_raw", "/camera/camera_info", "/imu/data", "/agent/active_skill"),
         publishes=("/agent/state", "/diagnostics"),
         params=COMMON_PARAMS + (
             _ARTIFACT, _BACKEND, _THREADS,
@@ -380,7 +375,7 @@ NODES: tuple[NodeSpec, ...] = (
         "runs a sim/ backend as the robot: camera, IMU, odometry, clock and task state out; hybrid action in",
         subscribes=("/opd/action",),
         publishes=("/clock", "/agent/active_skill", "/sim/privileged_state", "/odom", "/imu/data",
-                   "/imu/batch", "/camera/image_raw", "/camera/camera_info", "/diagnostics"),
+                   "/camera/image_raw", "/camera/camera_info", "/diagnostics"),
         params=COMMON_PARAMS + (
             Param("sim", "mujoco", "simulator backend", choices=SIMS[1:], launch_arg="sim"),
             Param("sim_config", "", "simulator YAML (sim/config.py); empty = the sim package's <sim>.yaml"),
@@ -396,10 +391,6 @@ NODES: tuple[NodeSpec, ...] = (
                   "", 0, 2**31 - 1),
             Param("proxy", False, "wrap the backend in the real-robot proxy (latency, noise, randomisation)"),
             Param("proxy_config", "", "real-robot proxy YAML; empty = the sim package default"),
-            Param("imu_batch", True, "the IMU samples taken since the last control tick in one "
-                  "agent_interfaces/ImuBatch on /imu/batch, with the tick, after its camera frame (a fifth "
-                  "less CPU per control period on 2 cores: docs/graph.md, Latency); false = one "
-                  "sensor_msgs/Imu per sample on /imu/data as each is taken, as a real IMU streams"),
             _DRIVE,
             Param("real_time_factor", 1.0, "simulated seconds per wall second; 0 = lockstep (each period "
                   "as soon as its command arrives); other than 1 needs use_sim_time", "", 0.0, 100.0),

@@ -1,9 +1,5 @@
 """Encoder node: camera + IMU window + active skill -> state embedding, stamped with the image stamp.
 
-The IMU comes one sensor_msgs/Imu per sample on /imu/data (a real IMU's stream), or several samples per
-agent_interfaces/ImuBatch on /imu/batch (the sim bridge's `imu_batch`: a control tick's samples, after its
-frame); the node takes either, sample by sample, through the same checks and the same buffer.
-
 Camera, IMU and active skill share one callback group with inference: IMU samples go into an `ImuBuffer`,
 images into a short queue of images waiting for their IMU window, and whichever message completes a pair
 encodes it in the same callback, with no hand-off to another thread or executor wake-up. The image callback
@@ -33,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from agent_interfaces.msg import ImuBatch, StateEmbedding
+from agent_interfaces.msg import StateEmbedding
 from rclpy.subscription import MessageInfo
 from sensor_msgs.msg import CameraInfo, Image, Imu, JointState
 
@@ -45,7 +41,6 @@ from agent.messages import (
     checked_stamp,
     embedding_to_msg,
     image_to_rgb,
-    imu_batch_to_samples,
     imu_to_sample,
     msg_to_skill_state,
 )
@@ -60,7 +55,7 @@ from policies.runtime import StudentRuntime, load_student
 from policies.stream_stats import LatencyWindow, Level, Status, StreamStats
 
 CAMERA, IMU, SKILL, STATE = "/camera/image_raw", "/imu/data", "/agent/active_skill", "/agent/state"
-CAMERA_INFO, IMU_BATCH = "/camera/camera_info", "/imu/batch"
+CAMERA_INFO = "/camera/camera_info"
 # An IMU below 90% of its nominal rate is WARN (a half-rate one was not): IMUs keep their rate.
 IMU_SLOW_FRACTION = 0.9
 MAX_WAITING = 8  # images held while the IMU lags (8 x 50 ms covers max_latency_s at 20 Hz); bounds memory
@@ -109,8 +104,7 @@ class EncoderNode(AgentNode):
         if self.trained_camera is None:
             self.get_logger().info("no camera model in the artifact: CameraInfo is not checked")
         self.output = StreamStats("state")  # latency here = image stamp -> publish
-        # per topic; a lost IMU batch counts once on the imu stream, whatever it held
-        self.camera_gaps, self.imu_gaps, self.batch_gaps = SequenceGaps(), SequenceGaps(), SequenceGaps()
+        self.camera_gaps, self.imu_gaps = SequenceGaps(), SequenceGaps()
         self.encode_time = LatencyWindow()
         self.skew = LatencyWindow()  # |last IMU sample stamp - image stamp| of each window
         self.gates = np.full(len(GATES), np.nan)  # (4,) of the last embedding
@@ -124,7 +118,6 @@ class EncoderNode(AgentNode):
     def activate(self) -> None:
         self.subscribe(CAMERA, self.on_image, self.work_group)
         self.imu_sub = self.subscribe(IMU, self.on_imu, self.work_group)  # the camera's group: see the doc
-        self.batch_sub = self.subscribe(IMU_BATCH, self.on_imu_batch, self.work_group)  # as /imu/data
         self.skill_sub = self.subscribe(SKILL, self.on_skill, self.work_group)  # the camera's: see the doc
         self.subscribe(CAMERA_INFO, self.on_camera_info, self.io_group)
 
@@ -176,20 +169,10 @@ class EncoderNode(AgentNode):
         if self.waiting:
             self.encode_pending()
 
-    def on_imu_batch(self, msg: ImuBatch, info: MessageInfo) -> None:
-        """Store these samples and those of the rest of the burst; encode a waiting image they complete."""
-        now = self.now_s()
-        self._store_imu_batch(msg, info, now)
-        self._store_imu_burst(now)
-        if self.waiting:
-            self.encode_pending()
-
     def _store_imu_burst(self, now: float) -> None:
-        """Store every IMU sample and batch already queued on the subscriptions (see `agent.ros_io.drain`)."""
+        """Store every IMU sample already queued on the subscription (see `agent.ros_io.drain`)."""
         for msg, info in drain(self.imu_sub):
             self._store_imu(msg, info, now)
-        for batch, info in drain(self.batch_sub):
-            self._store_imu_batch(batch, info, now)
 
     def _store_imu(self, msg: Imu, info: MessageInfo, now: float) -> None:
         """Check and buffer one IMU sample."""
@@ -200,24 +183,6 @@ class EncoderNode(AgentNode):
         except MessageError as err:
             self.reject(self.imu, err, now)
             return
-        self._push_imu(stamp, sample, now)
-
-    def _store_imu_batch(self, msg: ImuBatch, info: MessageInfo, now: float) -> None:
-        """Check and buffer each sample of a batch, oldest first, as if each had come on its own."""
-        self._count_lost(self.imu, self.batch_gaps, info, now)
-        try:
-            samples = imu_batch_to_samples(msg)
-        except MessageError as err:
-            self.reject(self.imu, err, now)
-            return
-        for stamp, sample in samples:
-            if isinstance(sample, MessageError):
-                self.reject(self.imu, sample, now)
-            else:
-                self._push_imu(stamp, sample, now)
-
-    def _push_imu(self, stamp: float, sample: np.ndarray, now: float) -> None:
-        """One checked sample (6,) into the buffer; one the buffer refuses is counted with why."""
         with self.lock:
             why = self.imu_buffer.push(stamp, sample, now)
             if why is None:

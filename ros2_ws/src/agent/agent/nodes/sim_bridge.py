@@ -2,12 +2,10 @@
 
 The simulator runs on a thread of its own (`sim.realtime_loop.RealtimeLoop`, which paces it and waits for
 each observation's answer); this node converts in both directions:
-- each released observation -> /clock, /agent/active_skill, /sim/privileged_state, /odom, the new IMU
-  samples, and the camera frame when it is new, with its CameraInfo (the robot's camera at the rendered
-  size, through the proxy's lens: `sim.real_robot_proxy.robot_camera`). With `imu_batch` (the default) the
-  IMU samples taken since the last observation go out together, in one agent_interfaces/ImuBatch on
-  /imu/batch after the frame; without, each is its own sensor_msgs/Imu on /imu/data, those taken between
-  observations released on their own as they arrive, as a real IMU streams. Stamps are capture
+- each released observation -> /clock, /agent/active_skill, /sim/privileged_state, /odom, every new IMU
+  sample as its own message, and the camera frame when it is new, with its CameraInfo (the robot's camera
+  at the rendered size, through the proxy's lens: `sim.real_robot_proxy.robot_camera`); IMU samples taken
+  between observations are released on their own as they arrive, as a real IMU streams. Stamps are capture
   times: ROS time is the wall time at the run's start plus the simulated time since, so with
   real_time_factor 1 stamps follow the system clock (use_sim_time may stay off) and /clock carries the same
   time base;
@@ -51,7 +49,6 @@ from agent.messages import (
     privileged_to_msg,
     rgb_to_image,
     sample_to_imu,
-    samples_to_imu_batch,
     sec_to_stamp,
     skill_state_to_msg,
 )
@@ -65,7 +62,7 @@ from sim.robot_interface import AppliedAction, Observation, RobotInterface
 
 SIM_CONFIGS = Path(sim.__file__).resolve().parent / "configs"  # <sim>.yaml and proxy.yaml
 CLOCK, SKILL, PRIVILEGED, ODOM = "/clock", "/agent/active_skill", "/sim/privileged_state", "/odom"
-IMU, IMU_BATCH, CAMERA, COMMAND = "/imu/data", "/imu/batch", "/camera/image_raw", "/opd/action"
+IMU, CAMERA, COMMAND = "/imu/data", "/camera/image_raw", "/opd/action"
 CAMERA_INFO = "/camera/camera_info"
 ARM_SWITCH = next(n.name for n in NODES if n.arms)  # the node whose activity is the robot's arming
 ARM_POLL_S = 0.5  # period of asking the arm switch its state, until it answers once, s
@@ -128,10 +125,7 @@ class SimBridgeNode(AgentNode):
         self.commands = StreamStats("command", TOPICS[COMMAND].rate_hz)
         self.command_timeout_s = s["command_timeout_s"]
         self.epoch_s = 0.0  # ROS time at simulated time 0 of the current run, s
-        topics = (CLOCK, SKILL, PRIVILEGED, ODOM, IMU, IMU_BATCH, CAMERA, CAMERA_INFO)
-        self.pubs = {t: self.publisher(t) for t in topics}
-        self.imu_batch = s["imu_batch"]
-        self.imu_held: list[tuple[np.ndarray, list[float]]] = []  # imu_batch: (S, 6) samples and their stamps
+        self.pubs = {t: self.publisher(t) for t in (CLOCK, SKILL, PRIVILEGED, ODOM, IMU, CAMERA, CAMERA_INFO)}
         loop = RealtimeLoop(robot, loop_cfg, self.publish_release, self.controller_ready)
         loop.open()  # connects on the robot thread; a missing GL stack or simulator fails configure here
         self.loop = loop
@@ -210,7 +204,7 @@ class SimBridgeNode(AgentNode):
 
     def controller_ready(self) -> bool:
         """The controller is connected: its command publisher and the readers of its inputs are matched."""
-        inputs = (PRIVILEGED,) if self.drive == "teacher" else (CAMERA, IMU_BATCH if self.imu_batch else IMU)
+        inputs = (PRIVILEGED,) if self.drive == "teacher" else (CAMERA, IMU)
         ready = self.command_sub.get_publisher_count() > 0
         ready = ready and all(self.pubs[t].get_subscription_count() > 0 for t in inputs)
         if not ready:
@@ -247,43 +241,23 @@ class SimBridgeNode(AgentNode):
             hook(r, self.loop.robot)
 
     def _publish_sensors(self, r: Release, t: float) -> None:
-        """The student's inputs: active skill, the new IMU samples (S, 6), then the new camera frame (with
-        `imu_batch`, the frame before the samples)."""
+        """The student's inputs: active skill, the new IMU samples (S, 6), then the new camera frame."""
         obs, epoch, task = r.obs, r.epoch_s, r.obs.task
         self.pubs[SKILL].publish(
             skill_state_to_msg(int(obs.skill[0]), float(task.progress[0]), float(task.step[0]), t)
         )
-        if not self.imu_batch:
-            self._publish_imu(r)
+        self._publish_imu(r)
         if r.new_image:
             stamp = epoch + float(obs.image_stamp_s[0])
             self.pubs[CAMERA].publish(rgb_to_image(obs.image[0], stamp))
             if self.stage_marks is not None:
                 self.stage_marks.mark("publish", stamp, time.monotonic())
             self.pubs[CAMERA_INFO].publish(camera_info_msg(self.camera_model, stamp))
-        if self.imu_batch:  # after the frame: see _publish_imu
-            self._publish_imu(r)
 
     def _publish_imu(self, r: Release) -> None:
-        """The release's new IMU samples (S, 6), each stamped when it was measured: each its own message, or
-        with `imu_batch` held until the observation's release and sent with it as one, after its frame (the
-        encoder's samples are the same, in one message per control tick instead of 10). After, not before:
-        a frame's IMU window is older than the batch (behind the proxy by 120 ms and more), so the
-        encoder stores the batch after the frame's decision instead of before its encoding; a frame
-        stamped at the tick waits in the encoder for the batch that reaches its stamp."""
-        stamps = [r.epoch_s + float(stamp) for stamp in r.imu_stamps_s]  # (S,)
-        if not self.imu_batch:
-            for sample, stamp in zip(r.imu, stamps, strict=True):
-                self.pubs[IMU].publish(sample_to_imu(sample, stamp))
-            return
-        self.imu_held.append((r.imu, stamps))
-        if r.imu_only:
-            return
-        samples = np.concatenate([held for held, _ in self.imu_held])  # (S', 6), oldest first
-        stamps = [stamp for _, held in self.imu_held for stamp in held]  # (S',)
-        self.imu_held = []
-        if stamps:
-            self.pubs[IMU_BATCH].publish(samples_to_imu_batch(samples, stamps))
+        """Each new IMU sample (S, 6) of the release as its own message, stamped when it was measured."""
+        for sample, stamp in zip(r.imu, r.imu_stamps_s, strict=True):  # (S, 6), (S,)
+            self.pubs[IMU].publish(sample_to_imu(sample, r.epoch_s + float(stamp)))
 
     def _publish_privileged(self, obs: Observation, t: float) -> None:
         """The teacher's input: the sim twin's true state with the active skill and step."""
