@@ -442,10 +442,10 @@ class RealtimeLoop:
         stamping each frame with the system time does: the run's time base moves with it. Paced by the
         monotonic clock alone, they kept the time base of the run's start, so the nodes, reading the stepped
         clock, saw every frame 5 s old (or ahead) until the clock came back, and the base stayed stopped."""
-        mono, wall = clock_pair()
+        if abs((time.time() - time.monotonic()) - (self._wall0 - self._mono0)) < CLOCK_STEP_S:
+            return  # one read a release: a pre-emption between the two is far under a step
+        mono, wall = clock_pair()  # the step itself from a pair read as one instant
         step = (wall - mono) - (self._wall0 - self._mono0)
-        if abs(step) < CLOCK_STEP_S:
-            return
         self._wall0 += step
         self._epoch = round(self._wall0 - self._t0, 3)
         with self._cond:
